@@ -1,0 +1,184 @@
+import t from 'tap';
+import { readFile, symlink, utimes } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { pageFromHtml, resolveCorpusUrl, scanHtmlCorpus } from '../../src/import/html-corpus.js';
+import type { SeedDocument } from '../../src/load/seed-types.js';
+
+const corpus = fileURLToPath(new URL('./fixtures/corpus', import.meta.url));
+
+async function scan(dir: string, bookId = 'b1'): Promise<SeedDocument[]> {
+  const docs: SeedDocument[] = [];
+  for await (const d of scanHtmlCorpus(dir, { bookId })) docs.push(d);
+  return docs;
+}
+
+function byId(docs: SeedDocument[], id: string): SeedDocument {
+  const d = docs.find((x) => x.id === id);
+  if (!d) throw new Error(`no document ${id}`);
+  return d;
+}
+
+t.test('walk order, ids, parents, types', async (t) => {
+  const docs = await scan(corpus);
+  t.same(
+    docs.map((d) => [d.id, d.type, d.parentId]),
+    [
+      ['b1:a b.html', 'document', null],
+      ['b1:index.html', 'document', null],
+      ['b1:library', 'category', null],
+      ['b1:library/deep', 'category', 'b1:library'],
+      ['b1:library/deep/nested', 'category', 'b1:library/deep'],
+      ['b1:library/deep/nested/page.htm', 'document', 'b1:library/deep/nested'],
+      ['b1:library/os.html', 'document', 'b1:library'],
+      ['b1:zeta.html', 'document', null],
+    ],
+    'depth-first, sorted byte-wise; media-only folders (_images, media-only, img) and non-HTML files yield nothing',
+  );
+
+  // The export orders by orderKey COLLATE "C", then id: that must reproduce the walk.
+  const sorted = [...docs].sort((a, b) => Buffer.compare(Buffer.from(a.orderKey), Buffer.from(b.orderKey)) || (a.id < b.id ? -1 : 1));
+  t.same(sorted.map((d) => d.id), docs.map((d) => d.id), 'byte-wise orderKey order equals walk order');
+  t.equal(new Set(docs.map((d) => d.orderKey)).size, docs.length, 'orderKeys are unique');
+  for (const d of docs) t.match(d.orderKey, /^[0-9a-z]+$/, `orderKey of ${d.id} is ASCII letters/digits`);
+  t.equal(new Set(docs.map((d) => d.orderKey.length)).size, 1, 'orderKeys share one width');
+
+  const seen = new Set<string>();
+  for (const d of docs) {
+    if (d.parentId) t.ok(seen.has(d.parentId), `parent of ${d.id} comes first`);
+    seen.add(d.id);
+  }
+});
+
+t.test('slugs, names, fixed fields', async (t) => {
+  const docs = await scan(corpus);
+  t.same(
+    docs.map((d) => [d.slug, d.name]),
+    [
+      ['a-b', 'a b'],
+      ['index', 'Home & Welcome'],
+      ['library', 'library'],
+      ['library-deep', 'deep'],
+      ['library-deep-nested', 'nested'],
+      ['library-deep-nested-page', 'page'],
+      ['library-os', 'Operating System\u00a0Notes'],
+      ['zeta', 'zeta'],
+    ],
+    'title, else h1 text (entities decoded, ASCII whitespace collapsed), else file name',
+  );
+  for (const d of docs) {
+    t.equal(d.status, 1);
+    for (const k of ['description', 'emojiInfo', 'cover', 'tags', 'themeId', 'backgroundThemeId', 'bodyFontSize'] as const) {
+      t.equal(d[k], null, `${d.id} ${k}`);
+    }
+    t.match(d.createdAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    t.equal(d.updatedAt, d.createdAt);
+  }
+  const cat = byId(docs, 'b1:library');
+  t.equal(cat.contentHtml, null);
+  t.equal(cat.contentStr, null);
+});
+
+t.test('contentHtml keeps the body bytes, rewriting only media URLs', async (t) => {
+  const docs = await scan(corpus);
+
+  t.equal(
+    byId(docs, 'b1:index.html').contentHtml,
+    '\n<h1>Ignored heading</h1>\n' +
+      '<p>See <a href="library/os.html">the OS page</a> and <img src="https://example.com/logo.png" alt="logo">.</p>\n' +
+      '<script>var hidden = 1;</script>\n',
+    'normal links and absolute URLs untouched; nothing of </body> or after it',
+  );
+
+  t.equal(
+    byId(docs, 'b1:library/os.html').contentHtml,
+    '<h1>Operating  <em>System</em>&nbsp;Notes</h1>\n' +
+      `<p>Figure: <IMG SRC="/_images/x.png?v=2#f" alt='x'> and <img src=/library/img/a.png></p>\n` +
+      '<picture><source srcset="/library/img/a.png 1x, /library/img/a@2x.png 2x,/_images/x.png 3x"><img src="/abs/y.png"></picture>\n' +
+      `<p><a href="/library/files/manual.pdf" download>manual</a> <a data-type="attachment" href='/etc/passwd'>clamped</a> <a href="other.html">next</a></p>\n` +
+      '<style>p { color: red }</style>\n' +
+      '<table><tr><td>a</td><td>b</td></tr></table>\n',
+    'img/source/attachment URLs resolved, quoting/case/entities kept, ordinary link left alone',
+  );
+
+  const page = byId(docs, 'b1:library/deep/nested/page.htm');
+  const raw = await readFile(join(corpus, 'library/deep/nested/page.htm'), 'utf8');
+  t.ok(raw.includes('\r\n'), 'fixture really has CRLF');
+  t.equal(
+    page.contentHtml,
+    '\r\n<p>First line\r\n   continues</p>\r\n' +
+      '<p><img src="/library/deep/nested/img/a.png" srcset="/library/deep/nested/img/a.png 1x,\r\n  /library/deep/nested/img/b.png 2x"></p>\r\n',
+    'CRLF kept, also inside a rewritten srcset',
+  );
+
+  t.equal(byId(docs, 'b1:a b.html').contentHtml, '<p>fragment only &lt;p&gt;</p>\n', 'page without <body> tag: its content as written');
+  t.equal(byId(docs, 'b1:zeta.html').contentHtml, '', 'empty body');
+});
+
+t.test('contentStr', async (t) => {
+  const docs = await scan(corpus);
+  t.equal(byId(docs, 'b1:index.html').contentStr, 'Ignored heading\nSee the OS page and .', 'script skipped');
+  t.equal(
+    byId(docs, 'b1:library/os.html').contentStr,
+    'Operating System\u00a0Notes\nFigure: and\nmanual clamped next\na b',
+    'blocks on their own lines, style skipped, cells space-separated',
+  );
+  t.equal(byId(docs, 'b1:library/deep/nested/page.htm').contentStr, 'First line continues');
+  t.equal(byId(docs, 'b1:a b.html').contentStr, 'fragment only <p>', 'entities decoded');
+  t.equal(byId(docs, 'b1:zeta.html').contentStr, null, 'empty text is null');
+});
+
+t.test('resolveCorpusUrl', async (t) => {
+  const cases: [string, string, string][] = [
+    ['../_images/x.png', 'library/os.html', '/_images/x.png'],
+    ['img/a.png', 'a/b/c.html', '/a/b/img/a.png'],
+    ['./img/a.png', 'a/b/c.html', '/a/b/img/a.png'],
+    ['img/a.png', 'top.html', '/img/a.png'],
+    ['../../../../x.png', 'a/b/c.html', '/x.png'],
+    ['..', 'a/b/c.html', '/a/'],
+    ['%2e%2e/%2E%2E/%2e%2e/x.png', 'a/b.html', '/x.png'],
+    ['img/a.png?v=1&w=2#frag', 'a/c.html', '/a/img/a.png?v=1&w=2#frag'],
+    ['img/../q.png?x=../y', 'a/c.html', '/a/q.png?x=../y'],
+    ['dir/', 'a/c.html', '/a/dir/'],
+    ['?v=1', 'a/c.html', '/a/c.html?v=1'],
+    ['  img/a.png ', 'a/c.html', '  /a/img/a.png '],
+    ['img/a:b.png', 'a/c.html', '/a/img/a:b.png'],
+  ];
+  for (const [url, page, want] of cases) t.equal(resolveCorpusUrl(url, page), want, `${url} in ${page}`);
+
+  for (const url of ['/abs/x.png', '//cdn.example.com/x.png', '#top', 'https://e.com/x.png', 'data:image/png;base64,AAA', 'mailto:a@b.c', '']) {
+    t.equal(resolveCorpusUrl(url, 'a/b/c.html'), url, `${JSON.stringify(url)} unchanged`);
+  }
+});
+
+t.test('edge cases: symlinks, invalid UTF-8, media elements, character references', async (t) => {
+  const dir = t.testdir({
+    'real.html': '<title>Real</title><p>real</p>',
+    sub: { 'inner.html': '<p>inner</p>' },
+    'bad.html': Buffer.from([0x3c, 0x70, 0x3e, 0x61, 0xff, 0xfe, 0x62, 0x3c, 0x2f, 0x70, 0x3e]),
+  });
+  await symlink(join(dir, 'real.html'), join(dir, 'link.html'));
+  await symlink(join(dir, 'sub'), join(dir, 'linkdir'));
+  const when = new Date('2024-03-01T10:00:00.000Z');
+  await utimes(join(dir, 'real.html'), when, when);
+
+  const docs = await scan(dir, 'bk');
+  t.same(docs.map((d) => d.id), ['bk:bad.html', 'bk:real.html', 'bk:sub', 'bk:sub/inner.html'], 'symlinks not followed');
+  t.equal(byId(docs, 'bk:bad.html').contentHtml, '<p>a\ufffd\ufffdb</p>', 'invalid UTF-8 replaced, no crash');
+  t.equal(byId(docs, 'bk:real.html').createdAt, when.toISOString(), 'timestamps are the mtime');
+
+  const page = await pageFromHtml(
+    '<body><video src="v.mp4" poster="p.jpg"></video><audio src="a.ogg"><track src="t.vtt"></audio>' +
+      '<embed src="e.swf"><object data="o.pdf"></object><img src="x.png?a=1&amp;b=2">' +
+      '<a href="f.zip">plain</a><img src="x.png" src="ignored.png"></body>',
+    'd/p.html',
+    'p',
+  );
+  t.equal(
+    page.contentHtml,
+    '<video src="/d/v.mp4" poster="/d/p.jpg"></video><audio src="/d/a.ogg"><track src="/d/t.vtt"></audio>' +
+      '<embed src="/d/e.swf"><object data="/d/o.pdf"></object><img src="/d/x.png?a=1&amp;b=2">' +
+      '<a href="f.zip">plain</a><img src="/d/x.png" src="ignored.png">',
+  );
+  t.equal(page.rewrittenUrls, 8);
+});
