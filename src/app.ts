@@ -1,0 +1,152 @@
+/**
+ * Builds the Fastify instance: the export route with its rate limit, authentication and error
+ * envelopes. Listening and closing belong to server.ts, so tests build the same app.
+ */
+import rateLimit from '@fastify/rate-limit';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { Redis } from 'ioredis';
+import { parseBearer, verifyApiKey } from './auth/api-key.js';
+import type { Config } from './config.js';
+import type { Sql } from './db/connect.js';
+import { ApiError } from './errors.js';
+import { EXPORT_HEADERS, streamExport } from './export/export-stream.js';
+import { BOOK_QUERY, type BookRow } from './export/query.js';
+import { frameworkErrors, installErrorHandling } from './http/error-handling.js';
+import { booleanParam } from './http/params.js';
+
+export interface AppDeps {
+  config: Config;
+  /** Pool for key and book lookups. */
+  sql: Sql;
+  /** Pool for export transactions: its size caps concurrent exports, so they never starve lookups. */
+  exportSql: Sql;
+  /** Logger options; tests pass false. */
+  logger?: boolean | object;
+}
+
+const EXPORT_PATH = '/api/v1/open/books/:bookSlug/docs';
+
+/** The pino options: keys and Authorization headers never reach the logs. */
+export function loggerOptions(level: string): object {
+  return {
+    level,
+    redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.authorization'], censor: '[redacted]' },
+    serializers: {
+      req(req: FastifyRequest) {
+        return { method: req.method, url: req.url, remoteAddress: req.ip };
+      },
+    },
+  };
+}
+
+/** Verifies the Bearer key; returns the key's user id. Throws ApiError INVALID_API_KEY (export-api.md 5, D5.2). */
+async function authenticate(sql: Sql, req: FastifyRequest): Promise<string> {
+  const token = parseBearer(req.headers.authorization);
+  const userId = token === null ? null : await verifyApiKey(sql, token);
+  if (userId === null) throw new ApiError('INVALID_API_KEY');
+  return userId;
+}
+
+/** Builds the app. Closing it closes the Redis client it opened, not the pools it was given. */
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const { config, sql, exportSql } = deps;
+  const app = Fastify({
+    logger: deps.logger ?? loggerOptions(config.logLevel),
+    trustProxy:
+      typeof config.trustProxy === 'number'
+        ? (_addr: string, hop: number) => hop < (config.trustProxy as number)
+        : config.trustProxy,
+    // Long slugs must reach the handler, which answers 404 BOOK_NOT_FOUND, not the router's 404.
+    maxParamLength: 2048,
+    // HEAD must not run a whole export: it gets a route of its own below.
+    exposeHeadRoutes: false,
+    frameworkErrors,
+  });
+  installErrorHandling(app);
+
+  let redis: Redis | undefined;
+  if (config.redisUrl) {
+    redis = new Redis(config.redisUrl, { connectTimeout: 2000, maxRetriesPerRequest: 1, lazyConnect: false });
+    app.addHook('onClose', async () => {
+      await redis?.quit();
+    });
+  }
+  await app.register(rateLimit, {
+    global: false,
+    ...(redis ? { redis, nameSpace: 'kb-export-rl:' } : {}),
+    // A limit store that fails must not let unlimited key guessing through.
+    skipOnError: false,
+    errorResponseBuilder: () => new ApiError('RATE_LIMITED'),
+  });
+
+  // decisions.md D5.4/D5.5: every request to the open API counts; the limit runs on request, before
+  // the key is verified (401) and before the knowledge base is looked up (404).
+  const rateLimitConfig = { rateLimit: { max: config.rateLimitMax, timeWindow: config.rateLimitWindowMs } };
+
+  app.get<{ Params: { bookSlug: string }; Querystring: Record<string, unknown> }>(
+    EXPORT_PATH,
+    { config: rateLimitConfig },
+    async (req, reply) => {
+      const userId = await authenticate(sql, req);
+      const excludeCategories = booleanParam(req.query, 'excludeCategories', true);
+      const includeContentHtml = booleanParam(req.query, 'includeContentHtml', true);
+      await exportTo(req, reply, userId, excludeCategories, includeContentHtml);
+    },
+  );
+
+  app.head<{ Params: { bookSlug: string }; Querystring: Record<string, unknown> }>(
+    EXPORT_PATH,
+    { config: rateLimitConfig },
+    async (req, reply) => {
+      const userId = await authenticate(sql, req);
+      booleanParam(req.query, 'excludeCategories', true);
+      booleanParam(req.query, 'includeContentHtml', true);
+      const books = req.params.bookSlug.includes('\0')
+        ? []
+        : await sql.unsafe<BookRow[]>(BOOK_QUERY, [userId, req.params.bookSlug]);
+      if (books.length === 0) throw new ApiError('BOOK_NOT_FOUND');
+      return reply.code(200).headers(EXPORT_HEADERS).send();
+    },
+  );
+
+  async function exportTo(
+    req: FastifyRequest<{ Params: { bookSlug: string } }>,
+    reply: FastifyReply,
+    userId: string,
+    excludeCategories: boolean,
+    includeContentHtml: boolean,
+  ): Promise<void> {
+    const res = reply.raw;
+    // Headers the rate limit set on the reply must survive writing to the raw response.
+    for (const [name, value] of Object.entries(reply.getHeaders())) {
+      if (value !== undefined) res.setHeader(name, value as string);
+    }
+    const started = Date.now();
+    let result;
+    try {
+      result = await streamExport(
+        exportSql,
+        { userId, bookSlug: req.params.bookSlug, excludeCategories, includeContentHtml },
+        res,
+        {
+          mediaProxyPrefix: config.mediaProxyPrefix,
+          batchSize: config.exportBatchSize,
+          stallTimeoutMs: config.stallTimeoutMs,
+          onHeaders: () => reply.hijack(),
+        },
+      );
+    } catch (err) {
+      if (!res.headersSent && !res.destroyed) throw err; // still ours to answer with an envelope
+      reply.hijack();
+      req.log.error({ err, bookSlug: req.params.bookSlug }, 'export aborted after the first byte');
+      return;
+    }
+    reply.hijack();
+    req.log.info(
+      { bookSlug: req.params.bookSlug, outcome: result.outcome, count: result.count, bytes: result.bytes, ms: Date.now() - started },
+      'export finished',
+    );
+  }
+
+  return app;
+}

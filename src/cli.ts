@@ -1,0 +1,95 @@
+#!/usr/bin/env node
+/**
+ * `kb-export`: the command-line entry point (serve, migrate, load, keys, import-html).
+ * Configuration comes from the environment (see README.md); a bad value stops with its name.
+ */
+import { Command, Option } from 'commander';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import {
+  createKeyCommand,
+  importHtmlCommand,
+  loadCommand,
+  migrateCommand,
+  revokeKeyCommand,
+} from './cli/commands.js';
+import { serve } from './server.js';
+
+const print = (line: string) => process.stdout.write(line + '\n');
+
+function config(): Config {
+  return loadConfig(process.env);
+}
+
+/** Runs a command; failures print one line (no stack trace) and set a non-zero exit code. */
+function action<A extends unknown[]>(fn: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    try {
+      await fn(...args);
+    } catch (err) {
+      const message = err instanceof ConfigError ? `configuration error: ${err.message}` : (err as Error)?.message ?? String(err);
+      process.stderr.write(`kb-export: ${message}\n`);
+      if (process.env.KB_DEBUG) process.stderr.write(`${(err as Error)?.stack}\n`);
+      process.exitCode = err instanceof ConfigError ? 78 : 1;
+    }
+  };
+}
+
+const program = new Command('kb-export')
+  .description('Streaming export server for very large knowledge bases.\nConfiguration is read from the environment: see README.md.')
+  .showHelpAfterError()
+  .addHelpText(
+    'after',
+    `
+Environment:
+  DATABASE_URL          postgres://… (unset: an embedded PostgreSQL in KB_DATA_DIR, default ./.data)
+  HOST, PORT            where serve listens (127.0.0.1, 3000)
+  MEDIA_PROXY_PREFIX    prefix for relative media URLs (/media/)
+  RATE_LIMIT_MAX, RATE_LIMIT_WINDOW_MS, REDIS_URL, TRUST_PROXY, LOG_LEVEL, …`,
+  );
+
+program
+  .command('serve')
+  .description('apply pending migrations, then serve the export API')
+  .option('--demo', 'on an empty embedded database, load a generated demo knowledge base; print a key and a curl command')
+  .action(action(async (opts: { demo?: boolean }) => serve(config(), { demo: Boolean(opts.demo) })));
+
+program
+  .command('migrate')
+  .description('apply pending database migrations (sql/NNNN_*.sql)')
+  .action(action(async () => migrateCommand(config(), print)));
+
+program
+  .command('load')
+  .description('load a seed file (users, API keys, knowledge bases, documents) all-or-nothing')
+  .argument('<file>', 'seed file, see seed-format.md')
+  .action(action(async (file: string) => loadCommand(config(), file, print)));
+
+const keys = program.command('keys').description('create and revoke API keys');
+keys
+  .command('create')
+  .description('create an API key for a user and print it once')
+  .requiredOption('--user <id>', 'the user the key belongs to')
+  .option('--expires-at <iso>', 'expiry time, ISO 8601 (default: never)')
+  .option('--id <id>', 'key id (default: derived from the key)')
+  .action(action(async (opts: { user: string; expiresAt?: string; id?: string }) => createKeyCommand(config(), opts, print)));
+keys
+  .command('revoke')
+  .description('revoke an API key; requests with it get 401 from then on')
+  .argument('<keyId>', 'the key id printed by keys create')
+  .action(action(async (id: string) => revokeKeyCommand(config(), id, print)));
+
+program
+  .command('import-html')
+  .description('turn a folder of HTML pages into a knowledge base: folders become categories, pages documents')
+  .argument('<dir>', 'folder of .html/.htm pages (nested folders included)')
+  .requiredOption('--owner <userId>', 'the user who owns the new knowledge base')
+  .requiredOption('--slug <slug>', 'the new knowledge base slug')
+  .option('--name <name>', 'display name (default: the folder name)')
+  .addOption(new Option('--id <bookId>', 'knowledge base id (default: OWNER:SLUG)'))
+  .action(
+    action(async (dir: string, opts: { owner: string; slug: string; name?: string; id?: string }) =>
+      importHtmlCommand(config(), dir, opts, print),
+    ),
+  );
+
+await program.parseAsync(process.argv);

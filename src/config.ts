@@ -1,0 +1,119 @@
+/**
+ * Configuration: the environment, validated once at start-up into one typed object.
+ * A bad value throws ConfigError naming the variable, so start-up stops with a message.
+ */
+import path from 'node:path';
+import { normalizeMediaPrefix } from './export/media-url.js';
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
+    super(`${variable}: ${message}`);
+  }
+}
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+export interface Config {
+  /** Unset: an embedded PostgreSQL whose data lives in dataDir. */
+  databaseUrl: string | undefined;
+  dataDir: string;
+  host: string;
+  port: number;
+  /** Ends with exactly one '/' (decisions.md D3.1). */
+  mediaProxyPrefix: string;
+  /** Key verifications per client address per window (decisions.md D5.4). */
+  rateLimitMax: number;
+  rateLimitWindowMs: number;
+  redisUrl: string | undefined;
+  /** Passed to Fastify's trustProxy: false, true, a hop count, or addresses/CIDRs. */
+  trustProxy: boolean | number | string;
+  logLevel: LogLevel;
+  /** Most exports that hold a database connection at once; the rest wait for one. */
+  exportConcurrency: number;
+  /** Connections for key and book lookups, separate from exports so they never starve. */
+  poolSize: number;
+  /** Rows fetched from the export cursor per batch. */
+  exportBatchSize: number;
+  /** A client that reads nothing for this long is dropped, ending its snapshot. */
+  stallTimeoutMs: number;
+  /** How long running exports may take to finish on SIGTERM/SIGINT. */
+  shutdownGraceMs: number;
+}
+
+type Env = Record<string, string | undefined>;
+
+function str(env: Env, name: string): string | undefined {
+  const v = env[name];
+  return v === undefined || v.trim() === '' ? undefined : v.trim();
+}
+
+function int(env: Env, name: string, def: number, min: number, max: number): number {
+  const raw = str(env, name);
+  if (raw === undefined) return def;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
+  const n = Number(raw);
+  if (n < min || n > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+function url(env: Env, name: string, protocols: readonly string[]): string | undefined {
+  const raw = str(env, name);
+  if (raw === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(name, 'is not a valid URL');
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(name, `must start with ${protocols.map((p) => `${p}//`).join(' or ')}`);
+  }
+  return raw;
+}
+
+function trustProxy(env: Env): boolean | number | string {
+  const raw = str(env, 'TRUST_PROXY');
+  if (raw === undefined || raw === 'false' || raw === '0') return false;
+  if (raw === 'true') return true;
+  if (/^\d+$/.test(raw)) return Number(raw);
+  if (/^[0-9a-fA-F.:/, ]+$/.test(raw)) return raw;
+  throw new ConfigError('TRUST_PROXY', 'must be true, false, a hop count, or comma-separated addresses/CIDRs');
+}
+
+/** Reads and validates the environment. Throws ConfigError naming the first bad variable. */
+export function loadConfig(env: Env = process.env): Config {
+  let mediaProxyPrefix: string;
+  try {
+    mediaProxyPrefix = normalizeMediaPrefix(str(env, 'MEDIA_PROXY_PREFIX') ?? '/media/');
+  } catch (err) {
+    throw new ConfigError('MEDIA_PROXY_PREFIX', (err as Error).message);
+  }
+  const logLevel = (str(env, 'LOG_LEVEL') ?? 'info') as LogLevel;
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
+  }
+  const host = str(env, 'HOST') ?? '127.0.0.1';
+  if (!/^[A-Za-z0-9.:\-[\]]+$/.test(host)) throw new ConfigError('HOST', `is not a host name or address: "${host}"`);
+  return {
+    databaseUrl: url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
+    dataDir: path.resolve(str(env, 'KB_DATA_DIR') ?? './.data'),
+    host,
+    port: int(env, 'PORT', 3000, 0, 65535),
+    mediaProxyPrefix,
+    rateLimitMax: int(env, 'RATE_LIMIT_MAX', 600, 1, 1_000_000_000),
+    rateLimitWindowMs: int(env, 'RATE_LIMIT_WINDOW_MS', 60_000, 1, 86_400_000),
+    redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    trustProxy: trustProxy(env),
+    logLevel,
+    exportConcurrency: int(env, 'EXPORT_CONCURRENCY', 8, 1, 1000),
+    poolSize: int(env, 'DB_POOL_SIZE', 10, 1, 1000),
+    exportBatchSize: int(env, 'EXPORT_BATCH_SIZE', 1000, 1, 100_000),
+    stallTimeoutMs: int(env, 'STALL_TIMEOUT_MS', 60_000, 100, 86_400_000),
+    shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 30_000, 0, 3_600_000),
+  };
+}

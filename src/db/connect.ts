@@ -1,0 +1,23 @@
+/**
+ * Connections to PostgreSQL through porsager's `postgres` client.
+ */
+import postgres from 'postgres';
+
+export type Sql = postgres.Sql;
+
+export interface ConnectOptions {
+  /** Most connections this pool opens. */
+  max: number;
+  applicationName: string;
+}
+
+/** A pool for `url`. Notices are not printed: they are not errors and would clutter logs. */
+export function connect(url: string, opts: ConnectOptions): Sql {
+  return postgres(url, {
+    max: opts.max,
+    onnotice: () => {},
+    connection: { application_name: opts.applicationName },
+    // Timestamps are formatted by PostgreSQL (decisions.md D2.6); keep bigint counts exact.
+    types: {},
+  });
+}

@@ -1,0 +1,42 @@
+/**
+ * Numbered, forward-only migrations from `sql/NNNN_name.sql`: each applied once and recorded in
+ * `schema_migrations`. Pending migrations run in one transaction, so a failure applies none of them;
+ * concurrent runs (several instances starting) are serialised by an advisory lock.
+ */
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { existsSync } from 'node:fs';
+import type { Sql } from './connect.js';
+
+/** The `sql/` folder at the package root, from `src/db/` or from `dist/src/db/` once built. */
+export function migrationsDir(): string {
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  const candidates = [path.resolve(here, '../../sql'), path.resolve(here, '../../../sql')];
+  return candidates.find((c) => existsSync(path.join(c, '0001_init.sql'))) ?? candidates[0]!;
+}
+
+const MIGRATION_FILE = /^(\d{4})_[a-z0-9_]+\.sql$/;
+const LOCK_ID = 7_212_345_001;
+
+/** Applies pending migrations; returns the names applied. Throws on a failed migration (rolled back). */
+export async function migrate(sql: Sql, dir: string = migrationsDir()): Promise<string[]> {
+  const files = (await fs.readdir(dir)).filter((f) => MIGRATION_FILE.test(f)).sort();
+  const applied: string[] = [];
+  await sql.begin(async (tx) => {
+    await tx`SELECT pg_advisory_xact_lock(${LOCK_ID})`;
+    await tx`CREATE TABLE IF NOT EXISTS schema_migrations (
+      name text PRIMARY KEY,
+      applied_at timestamptz NOT NULL DEFAULT now()
+    )`;
+    const done = new Set((await tx<{ name: string }[]>`SELECT name FROM schema_migrations`).map((r) => r.name));
+    for (const file of files) {
+      if (done.has(file)) continue;
+      const text = await fs.readFile(path.join(dir, file), 'utf8');
+      await tx.unsafe(text);
+      await tx`INSERT INTO schema_migrations (name) VALUES (${file})`;
+      applied.push(file);
+    }
+  });
+  return applied;
+}

@@ -1,0 +1,46 @@
+/**
+ * The one table of error codes the API answers with, and their HTTP status
+ * (export-api.md section 7, decisions.md D4.1 and D7.3). README.md's error table is checked
+ * against this one by test/errors.test.ts.
+ */
+
+export const ERRORS = {
+  INVALID_PARAMETER: { status: 400, message: 'Invalid request parameter' },
+  INVALID_API_KEY: { status: 401, message: 'Missing, invalid, expired or revoked API key' },
+  BOOK_NOT_FOUND: { status: 404, message: 'Knowledge base not found' },
+  NOT_FOUND: { status: 404, message: 'Route not found' },
+  METHOD_NOT_ALLOWED: { status: 405, message: 'Method not allowed' },
+  RATE_LIMITED: { status: 429, message: 'Too many requests, retry later' },
+  EXPORT_FAILED: { status: 500, message: 'Export failed' },
+} as const satisfies Record<string, { status: number; message: string }>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+/** The flat error envelope of export-api.md section 7. */
+export interface ErrorEnvelope {
+  success: false;
+  code: ErrorCode;
+  message: string;
+}
+
+/** An error the API answers with: its code decides the status (export-api.md section 7). */
+export class ApiError extends Error {
+  override name = 'ApiError';
+  readonly statusCode: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string = ERRORS[code].message,
+  ) {
+    super(message);
+    this.statusCode = ERRORS[code].status;
+  }
+
+  toEnvelope(): ErrorEnvelope {
+    return { success: false, code: this.code, message: this.message };
+  }
+}
+
+/** Builds the section 7 envelope for a code, with the table's message unless one is given. */
+export function envelope(code: ErrorCode, message: string = ERRORS[code].message): ErrorEnvelope {
+  return { success: false, code, message };
+}

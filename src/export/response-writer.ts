@@ -1,0 +1,67 @@
+/**
+ * Writes to an HTTP response with backpressure: a write that fills the socket's buffer waits for
+ * 'drain'. A client that goes away, or reads nothing for `stallTimeoutMs`, ends the wait with
+ * ClientGoneError, and the stalled socket is destroyed (decisions.md D6.4).
+ */
+import type { ServerResponse } from 'node:http';
+
+export class ClientGoneError extends Error {
+  override name = 'ClientGoneError';
+}
+
+export class ResponseWriter {
+  private gone = false;
+  private onGone: (() => void) | null = null;
+  bytes = 0;
+
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly stallTimeoutMs: number,
+  ) {
+    // 'close' before the response finished means the client went away.
+    res.once('close', () => {
+      if (!res.writableFinished) this.markGone();
+    });
+  }
+
+  private markGone(): void {
+    this.gone = true;
+    this.onGone?.();
+  }
+
+  /** Whether the client went away (or was dropped for stalling). */
+  get closed(): boolean {
+    return this.gone;
+  }
+
+  /** Throws ClientGoneError when the client went away. */
+  check(): void {
+    if (this.gone) throw new ClientGoneError('client went away');
+  }
+
+  /** Writes text; resolves once the socket can take more. Throws ClientGoneError. */
+  async write(text: string): Promise<void> {
+    this.check();
+    if (text.length === 0) return;
+    this.bytes += Buffer.byteLength(text);
+    if (this.res.write(text)) return;
+    await new Promise<void>((resolve, reject) => {
+      const done = (err?: Error) => {
+        clearTimeout(timer);
+        this.res.removeListener('drain', onDrain);
+        this.onGone = null;
+        if (err) reject(err);
+        else resolve();
+      };
+      const onDrain = () => done();
+      const timer = setTimeout(() => {
+        // A stalled reader would otherwise hold its snapshot open for ever.
+        this.res.destroy();
+        this.gone = true;
+        done(new ClientGoneError(`client read nothing for ${this.stallTimeoutMs} ms`));
+      }, this.stallTimeoutMs);
+      this.onGone = () => done(new ClientGoneError('client went away'));
+      this.res.once('drain', onDrain);
+    });
+  }
+}

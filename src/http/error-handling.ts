@@ -1,0 +1,54 @@
+/**
+ * Every error the server answers with is the flat envelope of export-api.md section 7, Fastify's own
+ * included (bad URL, unknown route, wrong method, bad query; decisions.md D4.1, D7.3). Causes of
+ * 500s are logged, never returned.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError, envelope, type ErrorCode } from '../errors.js';
+
+/** Paths served, with the methods they allow: anything else on them is 405 (decisions.md D7.3). */
+export const ROUTES: ReadonlyArray<{ pattern: RegExp; allow: string }> = [
+  { pattern: /^\/api\/v1\/open\/books\/[^/]+\/docs$/, allow: 'GET, HEAD' },
+];
+
+function send(reply: FastifyReply, code: ErrorCode, message?: string): FastifyReply {
+  const body = envelope(code, message);
+  return reply.code(new ApiError(code).statusCode).type('application/json; charset=utf-8').send(body);
+}
+
+/** Installs the error and not-found handlers on `app`. */
+export function installErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
+    if (err instanceof ApiError) return send(reply, err.code, err.message);
+    if (err.code === 'RATE_LIMITED' || err.statusCode === 429) return send(reply, 'RATE_LIMITED');
+    const status = err.statusCode ?? 500;
+    if (status === 404) return send(reply, 'NOT_FOUND');
+    if (status === 405) return send(reply, 'METHOD_NOT_ALLOWED');
+    if (status >= 400 && status < 500) {
+      req.log.info({ err }, 'bad request');
+      return send(reply, 'INVALID_PARAMETER', 'Invalid request');
+    }
+    req.log.error({ err }, 'request failed');
+    return send(reply, 'EXPORT_FAILED');
+  });
+
+  app.setNotFoundHandler((req: FastifyRequest, reply) => {
+    const path = req.url.split('?', 1)[0] ?? '';
+    const route = ROUTES.find((r) => r.pattern.test(path));
+    if (route) {
+      reply.header('allow', route.allow);
+      return send(reply, 'METHOD_NOT_ALLOWED');
+    }
+    return send(reply, 'NOT_FOUND');
+  });
+}
+
+/** Fastify's errors raised before routing (a malformed URL): 400 INVALID_PARAMETER in the envelope. */
+export function frameworkErrors(
+  err: Error,
+  req: FastifyRequest,
+  reply: FastifyReply,
+): void {
+  req.log.info({ err }, 'bad request before routing');
+  void send(reply, 'INVALID_PARAMETER', 'Malformed request URL');
+}

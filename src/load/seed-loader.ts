@@ -1,0 +1,128 @@
+/**
+ * `kb-export load FILE`: reads a seed file (seed-format.md) as a token stream with stream-json and
+ * writes it in batches inside one transaction. Memory stays bounded by the largest single record,
+ * whatever the file's size; a bad file loads nothing (seed-format.md rule 6).
+ */
+import type { Readable } from 'node:stream';
+import Assembler from 'stream-json/assembler.js';
+import { parser } from 'stream-json';
+import type { Sql } from '../db/connect.js';
+import { SeedWriter, type LoadSummary } from './seed-writer.js';
+import { SeedError, validateBook, validateDocument, validateUser } from './seed-validate.js';
+
+interface Token {
+  name: string;
+  value?: unknown;
+}
+
+/** Pulls tokens one at a time from the parser stream. */
+class Tokens {
+  private readonly it: AsyncIterator<Token>;
+  constructor(stream: AsyncIterable<Token>) {
+    this.it = stream[Symbol.asyncIterator]();
+  }
+  async next(): Promise<Token> {
+    const r = await this.it.next();
+    if (r.done) throw new SeedError('unexpected end of file');
+    return r.value;
+  }
+}
+
+/** Assembles the value that starts with `first` (a small record: a user, a document, a book field). */
+async function readValue(tokens: Tokens, first: Token): Promise<unknown> {
+  const asm = new Assembler();
+  asm.consume(first as never);
+  while (!asm.done) asm.consume((await tokens.next()) as never);
+  return asm.current;
+}
+
+async function expect(tokens: Tokens, name: string, where: string): Promise<void> {
+  const t = await tokens.next();
+  if (t.name !== name) throw new SeedError(`${where}: expected ${name.replace('start', '').toLowerCase()}, found ${t.name}`);
+}
+
+export interface LoadOptions {
+  /** Called after each written document with the running summary. */
+  onProgress?: (summary: LoadSummary) => void;
+}
+
+/**
+ * Loads a seed file's stream into the database. Throws SeedError naming the offending record
+ * (bad JSON, a missing required field, an unknown owner, a duplicate id); nothing is written then.
+ */
+export async function loadSeed(sql: Sql, input: Readable, opts: LoadOptions = {}): Promise<LoadSummary> {
+  const tokenStream = input.pipe(parser.asStream()) as unknown as AsyncIterable<Token> & Readable;
+  input.on('error', (err) => tokenStream.destroy(err));
+  const tokens = new Tokens(tokenStream);
+  try {
+    return await sql.begin(async (tx) => {
+      const writer = new SeedWriter(tx);
+      await writer.begin();
+      await expect(tokens, 'startObject', 'seed file');
+      let seenBooks = false;
+      for (;;) {
+        const t = await tokens.next();
+        if (t.name === 'endObject') break;
+        const key = t.value as string;
+        if (key === 'users') {
+          // seed-format.md rule 1: users come before books.
+          if (seenBooks) throw new SeedError('"users" must come before "books" in the seed file');
+          await expect(tokens, 'startArray', '"users"');
+          for (let i = 0; ; i++) {
+            const first = await tokens.next();
+            if (first.name === 'endArray') break;
+            const where = `users[${i}]`;
+            await writer.addUser(validateUser(await readValue(tokens, first), where), where);
+          }
+        } else if (key === 'books') {
+          seenBooks = true;
+          await expect(tokens, 'startArray', '"books"');
+          for (let i = 0; ; i++) {
+            const first = await tokens.next();
+            if (first.name === 'endArray') break;
+            if (first.name !== 'startObject') throw new SeedError(`books[${i}]: must be an object`);
+            await readBook(tokens, writer, `books[${i}]`, opts);
+          }
+        } else {
+          // Unknown top-level keys are skipped, value and all.
+          await readValue(tokens, await tokens.next());
+        }
+      }
+      return writer.finish();
+    });
+  } catch (err) {
+    tokenStream.destroy();
+    if (err instanceof Error && !(err instanceof SeedError) && /JSON|parser|Unexpected|token/i.test(err.message)) {
+      throw new SeedError(`not valid JSON: ${err.message}`);
+    }
+    throw err;
+  }
+}
+
+async function readBook(tokens: Tokens, writer: SeedWriter, path: string, opts: LoadOptions): Promise<void> {
+  const fields: Record<string, unknown> = {};
+  let docCount = 0;
+  for (;;) {
+    const t = await tokens.next();
+    if (t.name === 'endObject') break;
+    const key = t.value as string;
+    if (key !== 'documents') {
+      fields[key] = await readValue(tokens, await tokens.next());
+      continue;
+    }
+    const bookId = fields.id;
+    if (typeof bookId !== 'string' || bookId === '') {
+      throw new SeedError(`${path}: "id" must come before "documents" (documents are streamed, not held)`);
+    }
+    await expect(tokens, 'startArray', `${path}.documents`);
+    for (;;) {
+      const first = await tokens.next();
+      if (first.name === 'endArray') break;
+      const where = `${path}.documents[${docCount}]`;
+      await writer.addDocument(bookId, validateDocument(await readValue(tokens, first), where));
+      docCount++;
+      opts.onProgress?.(writer.summary);
+    }
+  }
+  await writer.addBook(validateBook(fields, path), path);
+}

@@ -1,0 +1,60 @@
+/**
+ * `kb-export serve`: the only place that creates, listens and closes. Migrates, optionally seeds the
+ * demo knowledge base, listens, and on SIGTERM/SIGINT lets running exports finish within the grace
+ * period before closing the pools and the embedded PostgreSQL.
+ */
+import closeWithGrace from 'close-with-grace';
+import { buildApp } from './app.js';
+import type { Config } from './config.js';
+import { connect } from './db/connect.js';
+import { openDatabase } from './db/database.js';
+import { migrate } from './db/migrate.js';
+import { ensureDemo } from './demo.js';
+
+export interface ServeOptions {
+  /** Seed the demo knowledge base into an empty embedded database and print a key and a curl command. */
+  demo: boolean;
+}
+
+/** Starts the server; resolves once it listens. Throws when the database or the port is unavailable. */
+export async function serve(config: Config, opts: ServeOptions): Promise<void> {
+  const db = await openDatabase(config);
+  const sql = connect(db.url, { max: config.poolSize, applicationName: 'kb-export' });
+  const exportSql = connect(db.url, { max: config.exportConcurrency, applicationName: 'kb-export-export' });
+  const closeDb = async () => {
+    await Promise.allSettled([sql.end({ timeout: 5 }), exportSql.end({ timeout: 5 })]);
+    await db.stop();
+  };
+  let demo: Awaited<ReturnType<typeof ensureDemo>> | null = null;
+  try {
+    await migrate(sql);
+    if (opts.demo && db.embedded) demo = await ensureDemo(sql);
+  } catch (err) {
+    await closeDb();
+    throw err;
+  }
+  const app = await buildApp({ config, sql, exportSql });
+  try {
+    await app.listen({ host: config.host, port: config.port });
+  } catch (err) {
+    await app.close();
+    await closeDb();
+    throw err;
+  }
+  closeWithGrace({ delay: config.shutdownGraceMs }, async ({ signal, err }) => {
+    if (err) app.log.error({ err }, 'closing after an unexpected error');
+    else app.log.info({ signal }, 'closing: running exports may finish');
+    await app.close();
+    await closeDb();
+  });
+  if (demo) {
+    const addr = app.server.address();
+    const port = typeof addr === 'object' && addr ? addr.port : config.port;
+    const host = config.host.includes(':') ? `[${config.host}]` : config.host;
+    process.stdout.write(
+      `\nDemo knowledge base "${demo.slug}" (${demo.documents} documents) is ready.\n` +
+        `API key (shown once): ${demo.key}\n\n` +
+        `curl -H 'Authorization: Bearer ${demo.key}' 'http://${host}:${port}/api/v1/open/books/${demo.slug}/docs'\n\n`,
+    );
+  }
+}
