@@ -57,7 +57,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         ? (_addr: string, hop: number) => hop < (config.trustProxy as number)
         : config.trustProxy,
     // Long slugs must reach the handler, which answers 404 BOOK_NOT_FOUND, not the router's 404.
-    maxParamLength: 2048,
+    routerOptions: { maxParamLength: 2048 },
     // HEAD must not run a whole export: it gets a route of its own below.
     exposeHeadRoutes: false,
     frameworkErrors,
@@ -71,33 +71,29 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await redis?.quit();
     });
   }
-  await app.register(rateLimit, {
-    global: false,
-    ...(redis ? { redis, nameSpace: 'kb-export-rl:' } : {}),
-    // A limit store that fails must not let unlimited key guessing through.
-    skipOnError: false,
-    errorResponseBuilder: () => new ApiError('RATE_LIMITED'),
-  });
+  // The open API lives in its own context so that one rate-limit store counts every request to it,
+  // whatever the route or method (decisions.md D5.4). The limit runs on request, before the key is
+  // verified (401) and before the knowledge base is looked up (404) (decisions.md D5.5).
+  await app.register(async (api) => {
+    await api.register(rateLimit, {
+      global: true,
+      max: config.rateLimitMax,
+      timeWindow: config.rateLimitWindowMs,
+      ...(redis ? { redis, nameSpace: 'kb-export-rl:' } : {}),
+      // A limit store that fails must not let unlimited key guessing through.
+      skipOnError: false,
+      errorResponseBuilder: () => new ApiError('RATE_LIMITED'),
+    });
 
-  // decisions.md D5.4/D5.5: every request to the open API counts; the limit runs on request, before
-  // the key is verified (401) and before the knowledge base is looked up (404).
-  const rateLimitConfig = { rateLimit: { max: config.rateLimitMax, timeWindow: config.rateLimitWindowMs } };
-
-  app.get<{ Params: { bookSlug: string }; Querystring: Record<string, unknown> }>(
-    EXPORT_PATH,
-    { config: rateLimitConfig },
-    async (req, reply) => {
+    api.get<{ Params: { bookSlug: string }; Querystring: Record<string, unknown> }>(EXPORT_PATH, async (req, reply) => {
       const userId = await authenticate(sql, req);
       const excludeCategories = booleanParam(req.query, 'excludeCategories', true);
       const includeContentHtml = booleanParam(req.query, 'includeContentHtml', true);
       await exportTo(req, reply, userId, excludeCategories, includeContentHtml);
-    },
-  );
+    });
 
-  app.head<{ Params: { bookSlug: string }; Querystring: Record<string, unknown> }>(
-    EXPORT_PATH,
-    { config: rateLimitConfig },
-    async (req, reply) => {
+    // HEAD answers what GET would (status and headers) without running the export.
+    api.head<{ Params: { bookSlug: string }; Querystring: Record<string, unknown> }>(EXPORT_PATH, async (req, reply) => {
       const userId = await authenticate(sql, req);
       booleanParam(req.query, 'excludeCategories', true);
       booleanParam(req.query, 'includeContentHtml', true);
@@ -106,8 +102,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         : await sql.unsafe<BookRow[]>(BOOK_QUERY, [userId, req.params.bookSlug]);
       if (books.length === 0) throw new ApiError('BOOK_NOT_FOUND');
       return reply.code(200).headers(EXPORT_HEADERS).send();
-    },
-  );
+    });
+  });
 
   async function exportTo(
     req: FastifyRequest<{ Params: { bookSlug: string } }>,

@@ -51,7 +51,7 @@ export interface LoadOptions {
  * (bad JSON, a missing required field, an unknown owner, a duplicate id); nothing is written then.
  */
 export async function loadSeed(sql: Sql, input: Readable, opts: LoadOptions = {}): Promise<LoadSummary> {
-  const tokenStream = input.pipe(parser.asStream()) as unknown as AsyncIterable<Token> & Readable;
+  const tokenStream = input.pipe(parser.asStream({ packValues: true, streamValues: false })) as unknown as AsyncIterable<Token> & Readable;
   input.on('error', (err) => tokenStream.destroy(err));
   const tokens = new Tokens(tokenStream);
   try {

@@ -1,0 +1,45 @@
+/**
+ * `npm test`: runs tap against a real PostgreSQL. With DATABASE_URL set, that server; otherwise a
+ * throw-away embedded PostgreSQL started here and stopped afterwards. Exits with tap's exit code.
+ */
+import { spawn } from 'node:child_process';
+import { rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { startEmbeddedPostgres, type EmbeddedDatabase } from '../src/db/embedded.js';
+
+async function main(): Promise<number> {
+  let embedded: EmbeddedDatabase | undefined;
+  // Not created here: the embedded server creates it, owned by the user it runs as.
+  const dataDir = path.join(os.tmpdir(), `kb-export-test-${randomBytes(4).toString('hex')}`);
+  const env = { ...process.env };
+  if (!env.DATABASE_URL) {
+    process.stderr.write(`starting an embedded PostgreSQL for the tests in ${dataDir}\n`);
+    embedded = await startEmbeddedPostgres(dataDir);
+    env.DATABASE_URL = embedded.url;
+  }
+  try {
+    const tap = path.resolve('node_modules/.bin/tap');
+    const child = spawn(tap, process.argv.slice(2), { stdio: 'inherit', env });
+    const forward = (sig: NodeJS.Signals) => child.kill(sig);
+    process.on('SIGINT', forward);
+    process.on('SIGTERM', forward);
+    return await new Promise<number>((resolve) => {
+      child.on('exit', (code, signal) => resolve(code ?? (signal ? 128 : 1)));
+    });
+  } finally {
+    if (embedded) {
+      await embedded.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err) => {
+    process.stderr.write(`npm test: ${(err as Error).message}\n`);
+    process.exit(1);
+  },
+);
