@@ -73,7 +73,8 @@ export async function startEmbeddedPostgres(dataDir: string): Promise<EmbeddedDa
     persistent: true,
     createPostgresUser: isRoot,
     authMethod: 'password',
-    initdbFlags: ['--encoding=UTF8', '--locale=C'],
+    // The library passes --lc-messages=en_US.UTF-8, which many machines lack; the last flag wins.
+    initdbFlags: ['--encoding=UTF8', '--locale=C', '--lc-messages=C'],
     // No unix socket: its default directory may not exist or may belong to a system server.
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
     onLog: keep,
