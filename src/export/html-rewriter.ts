@@ -1,0 +1,285 @@
+/**
+ * Media URL rewriting inside stored `contentHtml` (decisions.md D3.3-D3.5, export-api.md 2.2 rule 1).
+ *
+ * parse5's tokenizer (through parse5-sax-parser, which mirrors the tree builder's switches into
+ * RCDATA/RAWTEXT/script/PLAINTEXT states and foreign content) decides what is a real start tag.
+ * We never serialise its tokens: each changed attribute value is spliced into the original
+ * text by source offset, so every other byte is returned as stored (D3.5).
+ */
+import { SAXParser, type StartTag } from 'parse5-sax-parser';
+import { Token } from 'parse5';
+import { mediaUrlKeptRange, rewriteMediaUrl, rewriteSrcset } from './media-url.js';
+
+type AttrKind = 'url' | 'srcset';
+
+/** decisions.md D3.3: element -> attributes rewritten (`a` is gated separately). */
+const REWRITTEN_ATTRS: ReadonlyMap<string, ReadonlyMap<string, AttrKind>> = new Map([
+  ['img', new Map<string, AttrKind>([['src', 'url'], ['srcset', 'srcset']])],
+  ['source', new Map<string, AttrKind>([['src', 'url'], ['srcset', 'srcset']])],
+  ['video', new Map<string, AttrKind>([['src', 'url'], ['poster', 'url']])],
+  ['audio', new Map<string, AttrKind>([['src', 'url']])],
+  ['track', new Map<string, AttrKind>([['src', 'url']])],
+  ['embed', new Map<string, AttrKind>([['src', 'url']])],
+  ['object', new Map<string, AttrKind>([['data', 'url']])],
+  ['a', new Map<string, AttrKind>([['href', 'url']])],
+]);
+
+interface Edit {
+  start: number;
+  end: number;
+  text: string;
+}
+
+/**
+ * The fields of parse5's Tokenizer we read to know which input is final; see boundary().
+ * `currentToken` is protected in parse5's types; the split-at-every-position tests fail
+ * if a parse5 upgrade changes what it means.
+ */
+interface TokenizerView {
+  preprocessor: { pos: number; droppedBufferSize: number };
+  currentToken: { type: Token.TokenType; location: { startOffset: number } | null } | null;
+  inForeignNode: boolean;
+}
+
+/**
+ * Drives the SAX parser synchronously: the Transform stream API defers `end()` to a later
+ * tick, while the rewriter must return its output from the call that fed the input.
+ */
+class SyncSaxParser extends SAXParser {
+  constructor(onStartTag: (tag: StartTag, foreign: boolean) => void) {
+    super({ sourceCodeLocationInfo: true });
+    this.on('startTag', (tag: StartTag) => onStartTag(tag, this.view().inForeignNode));
+  }
+
+  private view(): TokenizerView {
+    return this.tokenizer as unknown as TokenizerView;
+  }
+
+  // SAXParser merges character tokens into text events, copying a location object per
+  // token; that is most of its cost (about 3x on typical content) and text never matters here.
+  override onCharacter(): void {}
+  override onWhitespaceCharacter(): void {}
+  override onNullCharacter(): void {}
+
+  feed(chunk: string, last: boolean): void {
+    this.tokenizer.write(chunk, last);
+  }
+
+  /**
+   * Absolute input offset before which no start tag can still be emitted. A tag being
+   * tokenised starts at its `<`; a `<` just read at the end of a chunk may open one.
+   * Everything before this offset can be sent on, which bounds memory by the largest token.
+   */
+  boundary(input: string, inputStart: number): number {
+    const tz = this.view();
+    let b = tz.preprocessor.droppedBufferSize + tz.preprocessor.pos + 1;
+    const ct = tz.currentToken;
+    if (ct !== null && ct.type === Token.TokenType.START_TAG && ct.location !== null) {
+      b = Math.min(b, ct.location.startOffset);
+    } else if (b > inputStart && input.charCodeAt(b - 1 - inputStart) === 0x3c /* < */) {
+      b--;
+    }
+    return Math.max(b, inputStart);
+  }
+}
+
+/**
+ * Incremental media URL rewriter for one HTML document (decisions.md D3.3-D3.5).
+ * Feed chunks with write(); each call returns the output that is final so far, and end()
+ * returns the rest. Any chunking of the same input gives the same concatenated output.
+ */
+export class HtmlMediaRewriter {
+  private readonly prefix: string;
+  private readonly sax: SyncSaxParser;
+  /** Input not yet returned; `pending[0]` is input offset `pendingStart`. */
+  private pending = '';
+  private pendingStart = 0;
+  private edits: Edit[] = [];
+  private ended = false;
+
+  /** `prefix` must already be normalised (normalizeMediaPrefix, decisions.md D3.1). */
+  constructor(prefix: string) {
+    this.prefix = prefix;
+    this.sax = new SyncSaxParser((tag, foreign) => this.onStartTag(tag, foreign));
+  }
+
+  /** Feeds one chunk; returns the output that no later input can change (decisions.md D3.5). */
+  write(chunk: string): string {
+    if (this.ended) throw new Error('HtmlMediaRewriter.write after end');
+    if (chunk.length === 0) return '';
+    this.pending += chunk;
+    this.sax.feed(chunk, false);
+    return this.flush(this.sax.boundary(this.pending, this.pendingStart));
+  }
+
+  /** Ends the input; a tag left open at EOF is not a tag (eof-in-tag) and passes through. */
+  end(): string {
+    if (this.ended) return '';
+    this.ended = true;
+    this.sax.feed('', true);
+    return this.flush(this.pendingStart + this.pending.length);
+  }
+
+  private flush(upTo: number): string {
+    if (upTo <= this.pendingStart) return '';
+    const base = this.pendingStart;
+    let out = '';
+    let pos = base;
+    let keep = 0;
+    for (const e of this.edits) {
+      // Edits come from emitted tags, which lie before the boundary; keep any that do not.
+      if (e.end > upTo) {
+        this.edits[keep++] = e;
+        continue;
+      }
+      out += this.pending.slice(pos - base, e.start - base) + e.text;
+      pos = e.end;
+    }
+    this.edits.length = keep;
+    out += this.pending.slice(pos - base, upTo - base);
+    this.pending = this.pending.slice(upTo - base);
+    this.pendingStart = upTo;
+    return out;
+  }
+
+  private onStartTag(tag: StartTag, foreign: boolean): void {
+    // An `<img>` inside <svg> leaves foreign content, so it arrives here as HTML; what stays
+    // foreign (e.g. <svg><video>) is not an HTML media element.
+    if (foreign) return;
+    const rules = REWRITTEN_ATTRS.get(tag.tagName);
+    // parse5-sax-parser types the location as Location, but start tags carry attribute spans.
+    const locs = (tag.sourceCodeLocation as Token.LocationWithAttributes | null | undefined)?.attrs;
+    if (rules === undefined || locs === undefined) return;
+    if (tag.tagName === 'a' && !isAttachmentLink(tag)) return;
+    // parse5 keeps only the first of duplicate attributes, as browsers do, so the
+    // duplicates are left untouched.
+    const tagEdits: Edit[] = [];
+    for (const attr of tag.attrs) {
+      const kind = rules.get(attr.name);
+      const loc = locs[attr.name];
+      if (kind === undefined || loc === undefined) continue;
+      const edit = this.attrEdit(attr.value, loc.startOffset, loc.endOffset, kind);
+      if (edit !== null) tagEdits.push(edit);
+    }
+    if (tagEdits.length > 1) tagEdits.sort((x, y) => x.start - y.start);
+    for (const e of tagEdits) this.edits.push(e);
+  }
+
+  /**
+   * The edit replacing the raw value text of one attribute, or null when the decoded value
+   * needs no rewrite. `start`/`end` span the whole attribute, name to closing quote.
+   */
+  private attrEdit(decoded: string, start: number, end: number, kind: AttrKind): Edit | null {
+    const next = kind === 'url' ? rewriteMediaUrl(decoded, this.prefix) : rewriteSrcset(decoded, this.prefix);
+    if (next === decoded) return null;
+    const span = valueSpan(this.pending, start - this.pendingStart, end - this.pendingStart);
+    if (span === null) return null;
+    const [vs, ve, quote] = span;
+    const raw = this.pending.slice(vs, ve);
+    const abs = { start: vs + this.pendingStart, end: ve + this.pendingStart };
+    if (raw === decoded) return { ...abs, text: next };
+    if (kind === 'url') {
+      // Usual case: only the kept middle holds entities, and the stripped white space,
+      // `./` and `/` are literal, so the prefix goes in and the raw middle stays as stored.
+      const kept = mediaUrlKeptRange(decoded, this.prefix);
+      if (kept !== null) {
+        const lead = decoded.slice(0, kept[0]);
+        const trail = decoded.slice(kept[1]);
+        if (raw.length >= lead.length + trail.length && raw.startsWith(lead) && raw.endsWith(trail)) {
+          return { ...abs, text: this.prefix + raw.slice(lead.length, raw.length - trail.length) };
+        }
+      }
+    }
+    return { ...abs, text: encodeAttrValue(next, quote) };
+  }
+}
+
+/** decisions.md D3.3: an `a` is media only as a download or an attachment. */
+function isAttachmentLink(tag: StartTag): boolean {
+  for (const attr of tag.attrs) {
+    if (attr.name === 'download') return true;
+    if (attr.name === 'data-type' && attr.value === 'attachment') return true;
+  }
+  return false;
+}
+
+function isHtmlWs(c: number): boolean {
+  return c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0c || c === 0x0d;
+}
+
+/**
+ * Locates the value inside the raw attribute text `s[start, end)` (name, optional white
+ * space, `=`, optional white space, optional quote). Returns `[valueStart, valueEnd, quote]`
+ * in `s` coordinates (quote 0 when unquoted), or null for an attribute without a value.
+ */
+function valueSpan(s: string, start: number, end: number): [number, number, number] | null {
+  // The first name character may be `=` (a parse error that parse5 keeps in the name).
+  let i = start + 1;
+  while (i < end) {
+    const c = s.charCodeAt(i);
+    if (isHtmlWs(c) || c === 0x2f || c === 0x3e || c === 0x3d) break;
+    i++;
+  }
+  while (i < end && isHtmlWs(s.charCodeAt(i))) i++;
+  if (i >= end || s.charCodeAt(i) !== 0x3d /* = */) return null;
+  i++;
+  while (i < end && isHtmlWs(s.charCodeAt(i))) i++;
+  const q = s.charCodeAt(i);
+  // parse5's attribute span ends after the closing quote.
+  if (q === 0x22 || q === 0x27) return [i + 1, end - 1, q];
+  return [i, end, 0];
+}
+
+/** Encodes a new value for the quoting the stored attribute already uses. */
+function encodeAttrValue(v: string, quote: number): string {
+  let out = '';
+  for (let i = 0; i < v.length; i++) {
+    const c = v.charCodeAt(i);
+    if (c === 0x26) out += '&amp;';
+    else if (c === 0x22 && quote !== 0x27) out += '&quot;';
+    else if (c === 0x27 && quote !== 0x22) out += '&#39;';
+    // Unquoted values end at white space or `>` and must not hold `<`, `=` or a backtick.
+    else if (quote === 0 && (isHtmlWs(c) || c === 0x3e || c === 0x3c || c === 0x3d || c === 0x60)) {
+      out += `&#${c};`;
+    } else out += v[i];
+  }
+  return out;
+}
+
+/** Tag names that can carry a D3.3 attribute; `image` is parsed as `img` in HTML content. */
+const MEDIA_TAG_NAMES = ['img', 'image', 'source', 'video', 'audio', 'track', 'embed', 'object', 'a'];
+
+/**
+ * Cheap pre-check for decisions.md D3.3 with no false negatives: false only when no `<`
+ * is followed by a media tag name (ASCII case-insensitive) and a tag-name terminator.
+ */
+export function mayNeedRewrite(html: string): boolean {
+  for (let lt = html.indexOf('<'); lt !== -1; lt = html.indexOf('<', lt + 1)) {
+    for (const name of MEDIA_TAG_NAMES) {
+      const after = lt + 1 + name.length;
+      if (after > html.length) continue;
+      let match = true;
+      for (let k = 0; k < name.length; k++) {
+        if ((html.charCodeAt(lt + 1 + k) | 0x20) !== name.charCodeAt(k)) {
+          match = false;
+          break;
+        }
+      }
+      if (!match) continue;
+      if (after === html.length) return true;
+      const c = html.charCodeAt(after);
+      if (isHtmlWs(c) || c === 0x2f || c === 0x3e) return true;
+    }
+  }
+  return false;
+}
+
+/**
+ * Rewrites media URLs in a whole HTML string (decisions.md D3.3-D3.5); same result as one
+ * HtmlMediaRewriter write + end. `prefix` must already be normalised (D3.1).
+ */
+export function rewriteHtml(html: string, prefix: string): string {
+  if (!mayNeedRewrite(html)) return html;
+  const rw = new HtmlMediaRewriter(prefix);
+  return rw.write(html) + rw.end();
+}

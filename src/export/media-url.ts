@@ -1,0 +1,156 @@
+/**
+ * Media proxy URL rules (decisions.md D3.1, D3.2, D3.6).
+ * Called for every `cover.url` and every rewritable attribute, so the hot paths
+ * walk char codes instead of running regexes or allocating intermediate strings.
+ */
+
+// Characters that would let a configured prefix break out of an attribute value or
+// change how it is tokenised when spliced into HTML (see html-rewriter.ts).
+const FORBIDDEN_PREFIX_CHARS = /[\s"'<>&`]/;
+
+/**
+ * Validates the configured prefix and makes it end with exactly one `/` (decisions.md D3.1).
+ * Throws on an empty prefix or one holding white space, quotes, `<`, `>`, `&` or a backtick,
+ * because the prefix is spliced verbatim into HTML attribute values.
+ */
+export function normalizeMediaPrefix(p: string): string {
+  if (p.length === 0) throw new Error('media proxy prefix must not be empty');
+  if (FORBIDDEN_PREFIX_CHARS.test(p)) {
+    throw new Error(`media proxy prefix contains a forbidden character: ${JSON.stringify(p)}`);
+  }
+  let end = p.length;
+  while (end > 0 && p.charCodeAt(end - 1) === 0x2f /* / */) end--;
+  return p.slice(0, end) + '/';
+}
+
+/** ASCII white space as the URL and HTML specs define it: TAB, LF, FF, CR, SPACE. */
+function isAsciiWs(c: number): boolean {
+  return c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0c || c === 0x0d;
+}
+
+function isAsciiAlpha(c: number): boolean {
+  return (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a);
+}
+
+/** `[s, e)` of `u[from, to)` once ASCII white space is trimmed from both ends. */
+function trimBounds(u: string, from: number, to: number): [number, number] {
+  let s = from;
+  let e = to;
+  while (s < e && isAsciiWs(u.charCodeAt(s))) s++;
+  while (e > s && isAsciiWs(u.charCodeAt(e - 1))) e--;
+  return [s, e];
+}
+
+/** Relativity test on `u[s, e)`, already trimmed. */
+function isRelativeRange(u: string, s: number, e: number): boolean {
+  if (s >= e) return false;
+  const c0 = u.charCodeAt(s);
+  if (c0 === 0x23 /* # */) return false;
+  if (c0 === 0x2f /* / */ && s + 1 < e && u.charCodeAt(s + 1) === 0x2f) return false;
+  if (isAsciiAlpha(c0)) {
+    // ^[A-Za-z][A-Za-z0-9+.-]*: — a colon after a valid scheme run means absolute.
+    for (let i = s + 1; i < e; i++) {
+      const c = u.charCodeAt(i);
+      if (c === 0x3a /* : */) return false;
+      const schemeChar =
+        isAsciiAlpha(c) || (c >= 0x30 && c <= 0x39) || c === 0x2b || c === 0x2e || c === 0x2d;
+      if (!schemeChar) break;
+    }
+  }
+  return true;
+}
+
+/**
+ * Whether `u` is a relative URL (decisions.md D3.2): after trimming ASCII white space it is
+ * non-empty, has no scheme, and starts with neither `//` nor `#`.
+ */
+export function isRelativeUrl(u: string): boolean {
+  const [s, e] = trimBounds(u, 0, u.length);
+  return isRelativeRange(u, s, e);
+}
+
+/**
+ * The part of `u` that follows the prefix once rewritten, as `[start, end)`, or null when
+ * `u` is left as it is (decisions.md D3.1, D3.2). Exposed so the HTML rewriter can splice
+ * the prefix into raw attribute text without redoing this logic.
+ */
+export function mediaUrlKeptRange(u: string, prefix: string): [number, number] | null {
+  return keptRange(u, 0, u.length, prefix);
+}
+
+/** mediaUrlKeptRange on `u[from, to)`, so srcset candidates need no substring. */
+function keptRange(u: string, from: number, to: number, prefix: string): [number, number] | null {
+  const [s, e] = trimBounds(u, from, to);
+  if (!isRelativeRange(u, s, e)) return null;
+  // Idempotence: a value that already carries the prefix was rewritten before.
+  if (e - s >= prefix.length && u.startsWith(prefix, s)) return null;
+  let i = s;
+  while (i < e) {
+    const c = u.charCodeAt(i);
+    if (c === 0x2f /* / */) i++;
+    else if (c === 0x2e /* . */ && i + 1 < e && u.charCodeAt(i + 1) === 0x2f) i += 2;
+    else break;
+  }
+  return [i, e];
+}
+
+/**
+ * Rewrites a relative URL to `prefix + u'`, where `u'` is the trimmed URL without leading
+ * `./` and `/` (decisions.md D3.1, D3.2, D3.6). Anything else is returned as the same string.
+ * `prefix` must come from normalizeMediaPrefix.
+ */
+export function rewriteMediaUrl(u: string, prefix: string): string {
+  const kept = mediaUrlKeptRange(u, prefix);
+  return kept === null ? u : prefix + u.slice(kept[0], kept[1]);
+}
+
+/**
+ * Rewrites every candidate URL of a `srcset` value (decisions.md D3.3) and keeps separators
+ * and descriptors byte-for-byte. Candidates are split as the HTML spec's srcset parser does,
+ * so a `data:` URL's comma stays inside its URL and commas inside `(...)` in descriptors
+ * do not start a new candidate.
+ */
+export function rewriteSrcset(value: string, prefix: string): string {
+  const n = value.length;
+  let out = '';
+  let copied = 0; // value[0, copied) is already in `out`
+  let pos = 0;
+  while (pos < n) {
+    // Separators between candidates: white space and commas.
+    let c = value.charCodeAt(pos);
+    while (isAsciiWs(c) || c === 0x2c /* , */) {
+      if (++pos >= n) break;
+      c = value.charCodeAt(pos);
+    }
+    if (pos >= n) break;
+    const urlStart = pos;
+    while (pos < n && !isAsciiWs(value.charCodeAt(pos))) pos++;
+    let urlEnd = pos;
+    // Trailing commas end the candidate and belong to the separator, not the URL.
+    let endsWithComma = false;
+    while (urlEnd > urlStart && value.charCodeAt(urlEnd - 1) === 0x2c) {
+      urlEnd--;
+      endsWithComma = true;
+    }
+    const kept = keptRange(value, urlStart, urlEnd, prefix);
+    if (kept !== null) {
+      out += value.slice(copied, urlStart) + prefix + value.slice(kept[0], kept[1]);
+      copied = urlEnd;
+    }
+    if (endsWithComma) continue;
+    // Descriptors run until a comma outside parentheses.
+    let inParens = false;
+    while (pos < n) {
+      c = value.charCodeAt(pos);
+      if (inParens) {
+        if (c === 0x29 /* ) */) inParens = false;
+      } else if (c === 0x28 /* ( */) {
+        inParens = true;
+      } else if (c === 0x2c) {
+        break;
+      }
+      pos++;
+    }
+  }
+  return copied === 0 ? value : out + value.slice(copied);
+}
