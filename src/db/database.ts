@@ -1,7 +1,7 @@
 /**
  * Where the database is: DATABASE_URL when set, otherwise an embedded PostgreSQL in KB_DATA_DIR.
  */
-import type { Config } from '../config.js';
+import { ConfigError, type Config } from '../config.js';
 import { startEmbeddedPostgres } from './embedded.js';
 
 export interface DatabaseTarget {
@@ -14,6 +14,15 @@ export interface DatabaseTarget {
 /** Resolves the database to use, starting the embedded one when DATABASE_URL is unset. */
 export async function openDatabase(config: Pick<Config, 'databaseUrl' | 'dataDir'>): Promise<DatabaseTarget> {
   if (config.databaseUrl) return { url: config.databaseUrl, embedded: false, stop: async () => {} };
-  const db = await startEmbeddedPostgres(config.dataDir);
+  let db;
+  try {
+    db = await startEmbeddedPostgres(config.dataDir);
+  } catch (err) {
+    // Production installs (npm ci --omit=dev, the Docker image) carry no embedded server.
+    if ((err as { code?: string }).code === 'ERR_MODULE_NOT_FOUND') {
+      throw new ConfigError('DATABASE_URL', 'is required: this installation has no embedded PostgreSQL');
+    }
+    throw err;
+  }
   return { url: db.url, embedded: true, stop: () => db.stop() };
 }
