@@ -248,14 +248,23 @@ function encodeAttrValue(v: string, quote: number): string {
 
 /** Tag names that can carry a D3.3 attribute; `image` is parsed as `img` in HTML content. */
 const MEDIA_TAG_NAMES = ['img', 'image', 'source', 'video', 'audio', 'track', 'embed', 'object', 'a'];
+const ANCHOR_MARKERS = /download|data-type/i;
 
 /**
  * Cheap pre-check for decisions.md D3.3 with no false negatives: false only when no `<`
- * is followed by a media tag name (ASCII case-insensitive) and a tag-name terminator.
+ * is followed by a media tag name (ASCII case-insensitive) and a tag-name terminator. An `a` only
+ * counts when the text holds `download` or `data-type` anywhere: attribute names cannot be written
+ * with character references, so without either word no link is an attachment. Most documents
+ * have ordinary links and no media, and skip the tokenizer.
  */
 export function mayNeedRewrite(html: string): boolean {
+  let anchorsMatter: boolean | undefined;
   for (let lt = html.indexOf('<'); lt !== -1; lt = html.indexOf('<', lt + 1)) {
     for (const name of MEDIA_TAG_NAMES) {
+      if (name === 'a') {
+        anchorsMatter ??= ANCHOR_MARKERS.test(html);
+        if (!anchorsMatter) continue;
+      }
       const after = lt + 1 + name.length;
       if (after > html.length) continue;
       let match = true;

@@ -100,10 +100,10 @@ t.test('held-back input stays bounded by the open token', async (t) => {
 });
 
 t.test('mayNeedRewrite', async (t) => {
-  for (const s of ['<img', '<IMG src', '<a href', '<A\n', '<image/', '<source>', '<Video', '<audio\t', '<track\f', '<embed\r', '<object ', 'x<a>']) {
+  for (const s of ['<img', '<IMG src', '<a href download', '<A\nDOWNLOAD', '<a data-type="&#97;ttachment" href=x>', '<image/', '<source>', '<Video', '<audio\t', '<track\f', '<embed\r', '<object ', 'x<a>download']) {
     t.ok(mayNeedRewrite(s), s);
   }
-  for (const s of ['', 'img src=a.png', '&lt;img src=a.png>', '<p>', '<abbr>', '<imgx>', '<area href>', '<i>', '< img src=a>', '<my-img src=a>']) {
+  for (const s of ['', 'img src=a.png', '&lt;img src=a.png>', '<p>', '<abbr>', '<imgx>', '<area href>', '<i>', '< img src=a>', '<my-img src=a>', '<a href="doc">', '<A HREF=x.pdf>', 'download <b>x</b>']) {
     t.notOk(mayNeedRewrite(s), s);
   }
 });
