@@ -16,7 +16,8 @@ export function connect(url: string, opts: ConnectOptions): Sql {
   return postgres(url, {
     max: opts.max,
     onnotice: () => {},
-    connection: { application_name: opts.applicationName },
+    // UTC sessions: seed timestamps without a zone mean UTC, whatever the server's own setting.
+    connection: { application_name: opts.applicationName, TimeZone: 'UTC' },
     // Timestamps are formatted by PostgreSQL (decisions.md D2.6); keep bigint counts exact.
     types: {},
   });

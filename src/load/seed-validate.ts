@@ -38,8 +38,9 @@ function optionalString(o: Obj, field: string, where: string): string | null {
 function optionalTimestamp(o: Obj, field: string, where: string): string | null {
   const v = optionalString(o, field, where);
   if (v === null) return null;
-  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$/.test(v) || Number.isNaN(Date.parse(v))) {
-    throw new SeedError(`${where}: field "${field}" must be an ISO 8601 timestamp with a time zone, got "${v}"`);
+  // A date, or a date and time; without a zone it is UTC (connections run with TimeZone=UTC).
+  if (!/^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|z|[+-]\d{2}(:?\d{2})?)?)?$/.test(v) || Number.isNaN(Date.parse(v))) {
+    throw new SeedError(`${where}: field "${field}" must be an ISO 8601 timestamp, got "${v}"`);
   }
   return v;
 }
