@@ -57,7 +57,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         ? (_addr: string, hop: number) => hop < (config.trustProxy as number)
         : config.trustProxy,
     // Long slugs must reach the handler, which answers 404 BOOK_NOT_FOUND, not the router's 404.
-    routerOptions: { maxParamLength: 2048 },
+    // Above any path Node accepts (its 16 KiB header limit), so no slug is cut off by the router.
+    routerOptions: { maxParamLength: 65_536 },
     // HEAD must not run a whole export: it gets a route of its own below.
     exposeHeadRoutes: false,
     frameworkErrors,

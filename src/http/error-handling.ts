@@ -16,10 +16,24 @@ function send(reply: FastifyReply, code: ErrorCode, message?: string): FastifyRe
   return reply.code(new ApiError(code).statusCode).type('application/json; charset=utf-8').send(body);
 }
 
+/** 405 with Allow on a served path, 404 NOT_FOUND elsewhere (decisions.md D7.3). */
+function notFound(req: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const path = req.url.split('?', 1)[0] ?? '';
+  const route = ROUTES.find((r) => r.pattern.test(path));
+  if (route) {
+    reply.header('allow', route.allow);
+    return send(reply, 'METHOD_NOT_ALLOWED');
+  }
+  return send(reply, 'NOT_FOUND');
+}
+
 /** Installs the error and not-found handlers on `app`. */
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
     if (err instanceof ApiError) return send(reply, err.code, err.message);
+    // No route matched: Fastify still parses the body first, so a bad or oversized body on an
+    // unknown route or method must not turn the 404/405 into a 400 (decisions.md D7.3).
+    if (req.is404) return notFound(req, reply);
     if (err.code === 'RATE_LIMITED' || err.statusCode === 429) return send(reply, 'RATE_LIMITED');
     const status = err.statusCode ?? 500;
     if (status === 404) return send(reply, 'NOT_FOUND');
@@ -32,15 +46,7 @@ export function installErrorHandling(app: FastifyInstance): void {
     return send(reply, 'EXPORT_FAILED');
   });
 
-  app.setNotFoundHandler((req: FastifyRequest, reply) => {
-    const path = req.url.split('?', 1)[0] ?? '';
-    const route = ROUTES.find((r) => r.pattern.test(path));
-    if (route) {
-      reply.header('allow', route.allow);
-      return send(reply, 'METHOD_NOT_ALLOWED');
-    }
-    return send(reply, 'NOT_FOUND');
-  });
+  app.setNotFoundHandler((req: FastifyRequest, reply) => notFound(req, reply));
 }
 
 /** Fastify's errors raised before routing (a malformed URL): 400 INVALID_PARAMETER in the envelope. */
