@@ -47,6 +47,16 @@ async function authenticate(sql: Sql, req: FastifyRequest): Promise<string> {
   return userId;
 }
 
+/**
+ * Throws ApiError BOOK_NOT_FOUND unless `userId` owns a knowledge base `slug` (export-api.md 4.1
+ * rule 6, section 7 rule 1: another owner's book is indistinguishable from an unknown one).
+ */
+async function requireBook(sql: Sql, userId: string, slug: string): Promise<void> {
+  // A NUL byte can never be in a stored slug, and PostgreSQL rejects it in text parameters.
+  const books = slug.includes('\0') ? [] : await sql.unsafe<BookRow[]>(BOOK_QUERY, [userId, slug]);
+  if (books.length === 0) throw new ApiError('BOOK_NOT_FOUND');
+}
+
 /** Builds the app. Closing it closes the Redis client it opened, not the pools it was given. */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, sql, exportSql } = deps;
@@ -90,6 +100,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const userId = await authenticate(sql, req);
       const excludeCategories = booleanParam(req.query, 'excludeCategories', true);
       const includeContentHtml = booleanParam(req.query, 'includeContentHtml', true);
+      // Answered from the lookup pool, so a 404 never waits behind running exports for an export
+      // connection; the export reads the book again inside its snapshot (decisions.md D6.1).
+      await requireBook(sql, userId, req.params.bookSlug);
       await exportTo(req, reply, userId, excludeCategories, includeContentHtml);
     });
 
@@ -98,10 +111,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const userId = await authenticate(sql, req);
       booleanParam(req.query, 'excludeCategories', true);
       booleanParam(req.query, 'includeContentHtml', true);
-      const books = req.params.bookSlug.includes('\0')
-        ? []
-        : await sql.unsafe<BookRow[]>(BOOK_QUERY, [userId, req.params.bookSlug]);
-      if (books.length === 0) throw new ApiError('BOOK_NOT_FOUND');
+      await requireBook(sql, userId, req.params.bookSlug);
       return reply.code(200).headers(EXPORT_HEADERS).send();
     });
   });
