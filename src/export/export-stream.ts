@@ -46,6 +46,14 @@ export const EXPORT_HEADERS = {
 
 const CURSOR = 'kb_export_cursor';
 
+/** Whether `err` means the database connection is gone (FATAL error, closed or reset socket). */
+function isConnectionLost(err: unknown): boolean {
+  const e = err as { code?: unknown; severity?: unknown } | null;
+  if (e === null || typeof e !== 'object') return false;
+  if (e.severity === 'FATAL' || e.severity === 'PANIC') return true;
+  return typeof e.code === 'string' && /^(08|57P0[1-3]$|CONNECTION_|ECONN|EPIPE$|ETIMEDOUT$)/.test(e.code);
+}
+
 /**
  * Streams the export of `req` to `res`.
  * Throws ApiError('BOOK_NOT_FOUND') or any other error while nothing was sent (the caller answers
@@ -67,34 +75,62 @@ export async function streamExport(
     await writer.write(chunker.take());
   };
 
+  // postgres.js 3.4.x writes small messages from a setImmediate; once the transaction's connection has
+  // closed, any query sent on it (the callback's own, or the ROLLBACK/COMMIT that begin() sends when
+  // the callback settles) dereferences a null socket: an uncaught TypeError that ends the process
+  // (porsager/postgres#1208, #1154). So once the connection is lost, the callback sends nothing more and
+  // never settles; the export fails through `abandoned` (or begin()'s own CONNECTION_CLOSED rejection).
+  let lost: unknown = null;
+  let abandon!: (err: unknown) => void;
+  const abandoned = new Promise<never>((_, reject) => (abandon = reject));
+  const live = () => {
+    if (lost !== null) throw lost;
+  };
+
   try {
-    await sql.begin('READ ONLY ISOLATION LEVEL REPEATABLE READ', async (tx) => {
-      // A NUL byte can never be in a stored slug, and PostgreSQL rejects it in text parameters.
-      const books = req.bookSlug.includes('\0') ? [] : await tx.unsafe<BookRow[]>(BOOK_QUERY, [req.userId, req.bookSlug]);
-      const book = books[0];
-      if (!book) throw new ApiError('BOOK_NOT_FOUND');
-      await tx.unsafe(`DECLARE ${CURSOR} NO SCROLL CURSOR FOR ${documentQuery(req)}`, [book.id]);
-      for (;;) {
-        // Each FETCH is a query of its own: a dead connection rejects it, it cannot end the loop quietly.
-        const rows = (await tx.unsafe(fetchSql).values()) as unknown as DocumentRow[];
-        writer.check();
-        if (!started) {
-          // decisions.md D6.2: the status line goes out only once the first batch was read.
-          settings.onHeaders?.();
-          res.writeHead(200, EXPORT_HEADERS);
-          started = true;
-          chunker.push(encodeOpening(book));
+    const transaction = sql.begin('READ ONLY ISOLATION LEVEL REPEATABLE READ', async (tx) => {
+      try {
+        live();
+        // A NUL byte can never be in a stored slug, and PostgreSQL rejects it in text parameters.
+        const books = req.bookSlug.includes('\0') ? [] : await tx.unsafe<BookRow[]>(BOOK_QUERY, [req.userId, req.bookSlug]);
+        const book = books[0];
+        if (!book) throw new ApiError('BOOK_NOT_FOUND');
+        live();
+        await tx.unsafe(`DECLARE ${CURSOR} NO SCROLL CURSOR FOR ${documentQuery(req)}`, [book.id]);
+        for (;;) {
+          // Each FETCH is a query of its own: a dead connection rejects it, it cannot end the loop quietly.
+          live();
+          const rows = (await tx.unsafe(fetchSql).values()) as unknown as DocumentRow[];
+          writer.check();
+          if (!started) {
+            // decisions.md D6.2: the status line goes out only once the first batch was read.
+            settings.onHeaders?.();
+            res.writeHead(200, EXPORT_HEADERS);
+            started = true;
+            chunker.push(encodeOpening(book));
+          }
+          for (const row of rows) {
+            chunker.push(count === 0 ? '' : ',');
+            chunker.push(encodeDocument(row, settings.mediaProxyPrefix));
+            count++;
+            if (chunker.full) await flush();
+          }
+          if (rows.length === 0) break;
         }
-        for (const row of rows) {
-          chunker.push(count === 0 ? '' : ',');
-          chunker.push(encodeDocument(row, settings.mediaProxyPrefix));
-          count++;
-          if (chunker.full) await flush();
-        }
-        if (rows.length === 0) break;
+        live();
+        await tx.unsafe(`CLOSE ${CURSOR}`);
+      } catch (err) {
+        if (lost === null && !isConnectionLost(err)) throw err; // begin() rolls back on a live connection
+        lost ??= err;
+        abandon(err);
+        return new Promise<never>(() => {}); // sends no ROLLBACK on the dead connection (see above)
       }
-      await tx.unsafe(`CLOSE ${CURSOR}`);
     });
+    // begin() rejects when its connection closes, even while the callback still waits (e.g. for 'drain').
+    transaction.catch((err: unknown) => {
+      lost ??= err;
+    });
+    await Promise.race([transaction, abandoned]);
     // Committed cleanly: only now may the body be completed (decisions.md D6.3).
     chunker.push(encodeClosing(count));
     await flush();
