@@ -18,13 +18,20 @@ interface Token {
 /** Pulls tokens one at a time from the parser stream. */
 class Tokens {
   private readonly it: AsyncIterator<Token>;
+  /** The record being read, named in JSON errors (seed-format.md rule 6). */
+  where = 'seed file';
   constructor(stream: AsyncIterable<Token>) {
     this.it = stream[Symbol.asyncIterator]();
   }
   async next(): Promise<Token> {
     const r = await this.it.next();
-    if (r.done) throw new SeedError('unexpected end of file');
+    if (r.done) throw new SeedError(`${this.where}: unexpected end of file`);
     return r.value;
+  }
+  /** Reads to the end of the input: anything after the top-level object makes the file invalid. */
+  async end(): Promise<void> {
+    const r = await this.it.next();
+    if (!r.done) throw new SeedError(`seed file: unexpected ${r.value.name} after the top-level object`);
   }
 }
 
@@ -53,6 +60,9 @@ export interface LoadOptions {
 export async function loadSeed(sql: Sql, input: Readable, opts: LoadOptions = {}): Promise<LoadSummary> {
   const tokenStream = input.pipe(parser.asStream({ packValues: true, streamValues: false })) as unknown as AsyncIterable<Token> & Readable;
   input.on('error', (err) => tokenStream.destroy(err));
+  // Parse errors reach the loader through the iterator; without this listener the stream's own
+  // 'error' event can also fire after the iterator let go of it and crash the process.
+  tokenStream.on('error', () => {});
   const tokens = new Tokens(tokenStream);
   try {
     return await sql.begin(async (tx) => {
@@ -72,6 +82,7 @@ export async function loadSeed(sql: Sql, input: Readable, opts: LoadOptions = {}
             const first = await tokens.next();
             if (first.name === 'endArray') break;
             const where = `users[${i}]`;
+            tokens.where = where;
             await writer.addUser(validateUser(await readValue(tokens, first), where), where);
           }
         } else if (key === 'books') {
@@ -81,19 +92,26 @@ export async function loadSeed(sql: Sql, input: Readable, opts: LoadOptions = {}
             const first = await tokens.next();
             if (first.name === 'endArray') break;
             if (first.name !== 'startObject') throw new SeedError(`books[${i}]: must be an object`);
+            tokens.where = `books[${i}]`;
             await readBook(tokens, writer, `books[${i}]`, opts);
           }
         } else {
           // Unknown top-level keys are skipped, value and all.
           await readValue(tokens, await tokens.next());
         }
+        tokens.where = 'seed file';
       }
+      // Trailing garbage (or a second JSON value) makes the whole file bad: read to the end
+      // before committing, or the part before it would load (seed-format.md rule 6).
+      await tokens.end();
       return writer.finish();
     });
   } catch (err) {
     tokenStream.destroy();
     if (err instanceof Error && !(err instanceof SeedError) && /JSON|parser|Unexpected|token/i.test(err.message)) {
-      throw new SeedError(`not valid JSON: ${err.message}`);
+      // The parser reads ahead of the records, so the error lies at or after the record being read.
+      const at = tokens.where === 'seed file' ? '' : ` (at or after ${tokens.where})`;
+      throw new SeedError(`not valid JSON${at}: ${err.message}`);
     }
     throw err;
   }
@@ -119,10 +137,12 @@ async function readBook(tokens: Tokens, writer: SeedWriter, path: string, opts: 
       const first = await tokens.next();
       if (first.name === 'endArray') break;
       const where = `${path}.documents[${docCount}]`;
+      tokens.where = where;
       await writer.addDocument(bookId, validateDocument(await readValue(tokens, first), where));
       docCount++;
       opts.onProgress?.(writer.summary);
     }
+    tokens.where = path;
   }
   await writer.addBook(validateBook(fields, path), path);
 }

@@ -108,7 +108,9 @@ export class SeedWriter {
       content_str: d.contentStr ?? null,
       content_html: d.contentHtml ?? null,
       content_yjs: d.contentYjs ? Buffer.from(d.contentYjs, 'base64') : null,
-      content_json: d.contentJson === null || d.contentJson === undefined ? null : JSON.stringify(d.contentJson),
+      // A parameter typed json: the client serialises it once. A JSON.stringify'd string would be
+      // serialised again and stored as a jsonb string (seed-format.md rule 4: any JSON value).
+      content_json: d.contentJson === null || d.contentJson === undefined ? null : this.tx.json(d.contentJson as never),
     });
     if (this.docs.length >= this.batchSize) await this.flush();
   }
