@@ -6,47 +6,10 @@
  */
 import t from 'tap';
 import { createHash, randomInt } from 'node:crypto';
-import { request } from 'undici';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { call, type Headers, type Opts, type Res } from './helpers/http.js';
 import { doc, seed, simpleSeed, startServer, type TestServer } from './helpers/app.js';
 
-type Headers = Record<string, string | string[] | undefined>;
-interface Res {
-  status: number;
-  headers: Headers;
-  text: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  json: any;
-}
-
-interface Opts {
-  method?: string;
-  /** `undefined`: `Bearer kbx_u1`; `null`: no Authorization header; a string: the whole header value. */
-  auth?: string | null;
-  headers?: Record<string, string>;
-  body?: string;
-  signal?: AbortSignal;
-}
-
-async function call(base: string, path: string, opts: Opts = {}): Promise<Res> {
-  const headers: Record<string, string> = { ...opts.headers };
-  const auth = opts.auth === undefined ? 'Bearer kbx_u1' : opts.auth;
-  if (auth !== null) headers.authorization = auth;
-  const res = await request(base + path, {
-    method: (opts.method ?? 'GET') as 'GET',
-    headers,
-    body: opts.body,
-    signal: opts.signal,
-  });
-  const text = await res.body.text();
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.statusCode, headers: res.headers as Headers, text, json };
-}
 
 const exp = (slug: string, qs = '') => `/api/v1/open/books/${encodeURIComponent(slug)}/docs${qs}`;
 const bearer = (key: string) => `Bearer ${key}`;

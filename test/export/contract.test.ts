@@ -7,9 +7,9 @@
  * One server per file serves the read-only tests; tests that need other settings start their own.
  */
 import t from 'tap';
-import { request } from 'undici';
 import { createHash } from 'node:crypto';
 import { doc, seed, simpleSeed, startServer, type TestServer } from '../helpers/app.js';
+import { call, type Res } from '../helpers/http.js';
 
 const PREFIX_ENV = 'https://media.example/proxy//'; // normalised to exactly one trailing '/' (D3.1)
 const PREFIX = 'https://media.example/proxy/';
@@ -25,26 +25,9 @@ const YJS_MARKER = 'YJS-SECRET-7f3a1c';
 const YJS_B64 = Buffer.from(YJS_MARKER).toString('base64');
 const JSON_MARKER = 'JSON-SECRET-9b2c44';
 
-interface Res {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  text: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  json: any;
-}
-
-async function get(base: string, path: string, key: string | null = 'kbx_u1'): Promise<Res> {
-  const headers: Record<string, string> = {};
-  if (key !== null) headers.authorization = `Bearer ${key}`;
-  const res = await request(base + path, { method: 'GET', headers });
-  const text = await res.body.text();
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.statusCode, headers: res.headers as Res['headers'], text, json };
+/** GET with `Bearer <key>` (no header when `key` is null). */
+function get(base: string, path: string, key: string | null = 'kbx_u1'): Promise<Res> {
+  return call(base, path, { auth: key === null ? null : `Bearer ${key}` });
 }
 
 const exp = (slug: string, qs = '') => `/api/v1/open/books/${encodeURIComponent(slug)}/docs${qs}`;

@@ -1,4 +1,5 @@
 import t from 'tap';
+import { prng } from '../../bench/generate.js';
 import fc from 'fast-check';
 import { readFileSync } from 'node:fs';
 import { HtmlMediaRewriter, mayNeedRewrite, rewriteHtml } from '../../src/export/html-rewriter.js';
@@ -22,20 +23,9 @@ function runChunks(chunks: string[]): string {
   return out + rw.end();
 }
 
-/** Deterministic PRNG so a failing chunking can be replayed from its seed. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function randomChunks(s: string, seed: number, maxSize: number): string[] {
-  const rnd = mulberry32(seed);
+  const rnd = prng(seed);
   const out: string[] = [];
   for (let i = 0; i < s.length; ) {
     const n = 1 + Math.floor(rnd() * maxSize);
