@@ -2,6 +2,7 @@
  * Configuration: the environment, validated once at start-up into one typed object.
  * A bad value throws ConfigError naming the variable, so start-up stops with a message.
  */
+import { isIP, isIPv4 } from 'node:net';
 import path from 'node:path';
 import { normalizeMediaPrefix } from './export/media-url.js';
 
@@ -81,8 +82,20 @@ function trustProxy(env: Env): boolean | number | string {
   if (raw === undefined || raw === 'false' || raw === '0') return false;
   if (raw === 'true') return true;
   if (/^\d+$/.test(raw)) return Number(raw);
-  if (/^[0-9a-fA-F.:/, ]+$/.test(raw)) return raw;
+  // Fastify compiles the list at start-up and throws a bare TypeError on an entry that is not an
+  // address, so each entry is checked here: `beef` or `10.0.0.0/99` must name TRUST_PROXY.
+  if (raw.split(',').every((entry) => isAddressOrCidr(entry.trim()))) return raw;
   throw new ConfigError('TRUST_PROXY', 'must be true, false, a hop count, or comma-separated addresses/CIDRs');
+}
+
+/** `1.2.3.4`, `::1`, `10.0.0.0/8`, `fd00::/8` or `10.0.0.0/255.0.0.0`. */
+function isAddressOrCidr(entry: string): boolean {
+  const [address = '', range, ...rest] = entry.split('/');
+  const family = isIP(address);
+  if (family === 0 || rest.length > 0) return false;
+  if (range === undefined) return true;
+  if (/^\d{1,3}$/.test(range)) return Number(range) <= (family === 4 ? 32 : 128);
+  return family === 4 && isIPv4(range);
 }
 
 /** Reads and validates the environment. Throws ConfigError naming the first bad variable. */

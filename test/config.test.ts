@@ -1,0 +1,117 @@
+/**
+ * loadConfig: defaults, normalisation, and a ConfigError naming the variable for each bad value.
+ */
+import path from 'node:path';
+import t from 'tap';
+import { ConfigError, loadConfig } from '../src/config.js';
+
+t.test('defaults', async (t) => {
+  const c = loadConfig({});
+  t.equal(c.host, '127.0.0.1');
+  t.equal(c.port, 3000);
+  t.equal(c.mediaProxyPrefix, '/media/');
+  t.equal(c.databaseUrl, undefined);
+  t.equal(c.redisUrl, undefined);
+  t.equal(c.trustProxy, false);
+  t.equal(c.logLevel, 'info');
+  t.equal(c.dataDir, path.resolve('./.data'));
+  t.equal(c.rateLimitMax, 600);
+  t.equal(c.rateLimitWindowMs, 60_000);
+  t.equal(c.stallTimeoutMs, 60_000);
+  t.ok(c.exportConcurrency >= 1 && c.poolSize >= 1 && c.exportBatchSize >= 1);
+});
+
+t.test('empty or blank values mean unset', async (t) => {
+  const c = loadConfig({ PORT: '', HOST: '  ', MEDIA_PROXY_PREFIX: '', DATABASE_URL: ' ', LOG_LEVEL: '' });
+  t.equal(c.port, 3000);
+  t.equal(c.host, '127.0.0.1');
+  t.equal(c.mediaProxyPrefix, '/media/');
+  t.equal(c.databaseUrl, undefined);
+  t.equal(c.logLevel, 'info');
+});
+
+t.test('MEDIA_PROXY_PREFIX ends with exactly one slash (D3.1)', async (t) => {
+  const cases: [string, string][] = [
+    ['/media', '/media/'],
+    ['/media/', '/media/'],
+    ['/m//', '/m/'],
+    ['/m///', '/m/'],
+    ['https://cdn.example.com/p', 'https://cdn.example.com/p/'],
+    [' /media ', '/media/'],
+  ];
+  for (const [raw, want] of cases) t.equal(loadConfig({ MEDIA_PROXY_PREFIX: raw }).mediaProxyPrefix, want, JSON.stringify(raw));
+});
+
+t.test('good values are read', async (t) => {
+  const c = loadConfig({
+    HOST: '0.0.0.0',
+    PORT: '8080',
+    DATABASE_URL: 'postgresql://u:p@db:5432/kb',
+    REDIS_URL: 'rediss://cache:6380',
+    LOG_LEVEL: 'silent',
+    RATE_LIMIT_MAX: '1',
+    STALL_TIMEOUT_MS: '100',
+  });
+  t.match(c, {
+    host: '0.0.0.0',
+    port: 8080,
+    databaseUrl: 'postgresql://u:p@db:5432/kb',
+    redisUrl: 'rediss://cache:6380',
+    logLevel: 'silent',
+    rateLimitMax: 1,
+    stallTimeoutMs: 100,
+  });
+  t.equal(loadConfig({ PORT: '0' }).port, 0);
+  t.equal(loadConfig({ PORT: '65535' }).port, 65535);
+  const proxies: [string, boolean | number | string][] = [
+    ['true', true],
+    ['false', false],
+    ['0', false],
+    ['2', 2],
+    ['10.0.0.1', '10.0.0.1'],
+    ['10.0.0.0/8, 192.168.1.1', '10.0.0.0/8, 192.168.1.1'],
+    ['::1,fd00::/8', '::1,fd00::/8'],
+    ['10.0.0.0/255.0.0.0', '10.0.0.0/255.0.0.0'],
+  ];
+  for (const [raw, want] of proxies) t.equal(loadConfig({ TRUST_PROXY: raw }).trustProxy, want, `TRUST_PROXY=${raw}`);
+});
+
+t.test('each bad value throws ConfigError naming the variable', async (t) => {
+  const cases: [string, string][] = [
+    ['PORT', 'abc'],
+    ['PORT', '70000'],
+    ['PORT', '-1'],
+    ['PORT', '80.5'],
+    ['DATABASE_URL', 'mysql://x'],
+    ['DATABASE_URL', 'not a url'],
+    ['REDIS_URL', 'http://x'],
+    ['LOG_LEVEL', 'loud'],
+    ['RATE_LIMIT_MAX', '0'],
+    ['RATE_LIMIT_MAX', 'many'],
+    ['TRUST_PROXY', 'maybe'],
+    // Not addresses although made of hex digits: Fastify would throw a bare TypeError at start-up.
+    ['TRUST_PROXY', 'beef'],
+    ['TRUST_PROXY', '10.0.0.0/99'],
+    ['TRUST_PROXY', '10.0.0.1,'],
+    ['MEDIA_PROXY_PREFIX', '/me dia/'],
+    ['MEDIA_PROXY_PREFIX', '/m"x/'],
+    ['STALL_TIMEOUT_MS', '-1'],
+    ['STALL_TIMEOUT_MS', '5'],
+    ['HOST', 'a b'],
+  ];
+  for (const [name, value] of cases) {
+    let error: unknown;
+    try {
+      loadConfig({ [name]: value });
+    } catch (err) {
+      error = err;
+    }
+    t.type(error, ConfigError, `${name}=${value} throws ConfigError`);
+    t.equal((error as ConfigError | undefined)?.variable, name, `${name}=${value}: variable`);
+    t.match((error as Error | undefined)?.message, new RegExp(`^${name}\\b`), `${name}=${value}: message names it`);
+  }
+});
+
+t.test('the first bad variable is reported even when others are good', async (t) => {
+  t.throws(() => loadConfig({ HOST: '0.0.0.0', PORT: 'abc', LOG_LEVEL: 'debug' }), { name: 'ConfigError', variable: 'PORT' });
+});
