@@ -44,7 +44,14 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
   closeWithGrace({ delay: config.shutdownGraceMs }, async ({ signal, err }) => {
     if (err) app.log.error({ err }, 'closing after an unexpected error');
     else app.log.info({ signal }, 'closing: running exports may finish');
-    await app.close();
+    // A keep-alive connection whose export finishes during the grace period would otherwise hold
+    // the server open until its keep-alive timeout: close each one as soon as it is idle.
+    const sweep = setInterval(() => app.server.closeIdleConnections(), 100);
+    try {
+      await app.close();
+    } finally {
+      clearInterval(sweep);
+    }
     await closeDb();
   });
   if (demo) {

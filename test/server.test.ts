@@ -1,0 +1,138 @@
+/**
+ * `kb-export serve` as a process: start-up, the demo on an embedded PostgreSQL, and graceful
+ * shutdown (running exports finish, then the pools and the embedded server close).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import { request } from 'undici';
+import { SeedWriter } from '../src/load/seed-writer.js';
+import { generateDocuments } from '../bench/generate.js';
+import { createTestDatabase } from './helpers/db.js';
+import { seed, simpleSeed } from './helpers/app.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const CLI = path.join(ROOT, 'dist/src/cli.js');
+
+interface Served {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+/** Spawns `serve` with `env` (and nothing of this process's kb-export variables). */
+function spawnServe(args: string[], env: Record<string, string>): Served {
+  const base: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && !/^(DATABASE_URL|KB_|PORT|HOST|LOG_LEVEL|MEDIA_PROXY_PREFIX|REDIS_URL|TRUST_PROXY)/.test(k)) base[k] = v;
+  }
+  const child = spawn(process.execPath, [CLI, 'serve', ...args], { cwd: ROOT, env: { ...base, PORT: '0', ...env } });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, output: () => out, exited };
+}
+
+async function waitFor<T>(what: string, fn: () => T | undefined, ms = 60_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = fn();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const listening = (s: Served) => () => /listening at (http:\/\/[0-9.]+:\d+)/.exec(s.output())?.[1];
+
+t.before(() => {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first`);
+});
+
+t.test('SIGTERM lets a running export finish, then the server exits 0', async (t) => {
+  const db = await createTestDatabase(t);
+  await seed(db.sql, simpleSeed([]));
+  await db.sql.begin(async (tx) => {
+    const w = new SeedWriter(tx);
+    await w.begin();
+    for (const d of generateDocuments({ bookId: 'b-u1', documents: 3000, seed: 7 })) await w.addDocument('b-u1', d);
+    await w.finish();
+  });
+  const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', EXPORT_BATCH_SIZE: '20', SHUTDOWN_GRACE_MS: '20000' });
+  t.teardown(() => {
+    s.child.kill('SIGKILL');
+  });
+  const base = await waitFor('listening', listening(s));
+  const res = await request(`${base}/api/v1/open/books/kb/docs`, { headers: { authorization: 'Bearer kbx_u1' } });
+  t.equal(res.statusCode, 200);
+  // Read slowly at first so the export is still running when the signal arrives.
+  const chunks: Buffer[] = [];
+  let signalled = false;
+  for await (const chunk of res.body) {
+    chunks.push(chunk as Buffer);
+    if (!signalled) {
+      s.child.kill('SIGTERM');
+      signalled = true;
+      await waitFor('the shutdown log line', () => (/closing/.test(s.output()) ? true : undefined), 10_000);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  t.equal(body.meta.count, body.documents.length, 'the export finished after SIGTERM');
+  t.ok(body.documents.length > 2000);
+  t.equal(await s.exited, 0, 'exit code 0 after a graceful shutdown');
+  const after = await request(`${base}/api/v1/open/books/kb/docs`).then(
+    () => 'answered',
+    () => 'refused',
+  );
+  t.equal(after, 'refused', 'nothing listens after shutdown');
+});
+
+t.test('serve --demo on an empty embedded database prints a working key and curl, and stops its database', async (t) => {
+  const dataDir = path.join(os.tmpdir(), `kb-export-demo-test-${randomBytes(4).toString('hex')}`);
+  const s = spawnServe(['--demo'], { KB_DATA_DIR: dataDir, LOG_LEVEL: 'warn' });
+  t.teardown(async () => {
+    s.child.kill('SIGKILL');
+    await rm(dataDir, { recursive: true, force: true });
+  });
+  const curl = await waitFor('the curl line', () => /^curl .*$/m.exec(s.output())?.[0], 120_000);
+  const [, key, url] = /Bearer ([^']+)' '([^']+)'/.exec(curl)!;
+  t.match(key, /^kbx_/, 'decisions.md D5.1: a recognisable prefix');
+  const res = await request(url!, { headers: { authorization: `Bearer ${key}` } });
+  t.equal(res.statusCode, 200);
+  const body = (await res.body.json()) as { meta: { count: number }; documents: unknown[] };
+  t.ok(body.meta.count > 1000, 'the demo knowledge base has thousands of documents');
+  t.equal(body.meta.count, body.documents.length);
+  const pid = Number(readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  s.child.kill('SIGINT');
+  t.equal(await s.exited, 0);
+  const alive = (() => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  })();
+  t.notOk(alive, 'the embedded PostgreSQL stopped with the server');
+});
+
+t.test('a port already in use stops start-up with a message and a non-zero exit', async (t) => {
+  const db = await createTestDatabase(t);
+  const first = spawnServe([], { DATABASE_URL: db.url });
+  t.teardown(() => {
+    first.child.kill('SIGKILL');
+  });
+  const base = await waitFor('listening', listening(first));
+  const port = new URL(base).port;
+  const second = spawnServe([], { DATABASE_URL: db.url, PORT: port, LOG_LEVEL: 'silent' });
+  t.not(await second.exited, 0);
+  t.match(second.output(), /EADDRINUSE|address already in use/);
+  t.notMatch(second.output(), /\n\s+at .+[:(]/, 'no stack trace');
+});
