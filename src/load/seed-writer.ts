@@ -31,6 +31,17 @@ function explain(err: unknown, what: string): unknown {
   return err;
 }
 
+const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
+
+/**
+ * contentYjs bytes: the base64 (or base64url) decoding, or the text's own UTF-8 bytes when it is
+ * not base64, so a placeholder loads rather than failing (seed-format.md rule 4, rule 6).
+ */
+function editorState(text: string): Buffer {
+  const compact = text.replace(/\s+/g, '');
+  return BASE64.test(compact) ? Buffer.from(compact, 'base64') : Buffer.from(text, 'utf8');
+}
+
 export class SeedWriter {
   private docs: Record<(typeof DOC_COLUMNS)[number], unknown>[] = [];
   private bookIds: string[] = [];
@@ -107,7 +118,7 @@ export class SeedWriter {
       updated_at: d.updatedAt ?? now,
       content_str: d.contentStr ?? null,
       content_html: d.contentHtml ?? null,
-      content_yjs: d.contentYjs ? Buffer.from(d.contentYjs, 'base64') : null,
+      content_yjs: d.contentYjs ? editorState(d.contentYjs) : null,
       // A parameter typed json: the client serialises it once. A JSON.stringify'd string would be
       // serialised again and stored as a jsonb string (seed-format.md rule 4: any JSON value).
       content_json: d.contentJson === null || d.contentJson === undefined ? null : this.tx.json(d.contentJson as never),
