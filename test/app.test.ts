@@ -78,7 +78,9 @@ t.before(async () => {
 // ---------------------------------------------------------------- authentication (section 5, D5)
 
 t.test('export-api.md 5 / 7 / D5.2: a missing Authorization header is 401 INVALID_API_KEY', async (t) => {
-  isEnvelope(t, await call(srv.url, exp('kb'), { auth: null }), 401, 'INVALID_API_KEY');
+  const res = await call(srv.url, exp('kb'), { auth: null });
+  isEnvelope(t, res, 401, 'INVALID_API_KEY');
+  t.equal(res.headers['www-authenticate'], 'Bearer', 'RFC 6750: the 401 names the Bearer scheme');
 });
 
 t.test('D5.2: another scheme than Bearer is 401 INVALID_API_KEY', async (t) => {

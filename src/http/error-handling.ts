@@ -13,6 +13,8 @@ export const ROUTES: ReadonlyArray<{ pattern: RegExp; allow: string }> = [
 
 function send(reply: FastifyReply, code: ErrorCode, message?: string): FastifyReply {
   const body = envelope(code, message);
+  // RFC 6750 section 3: a 401 names the scheme the client should use.
+  if (code === 'INVALID_API_KEY') reply.header('www-authenticate', 'Bearer');
   return reply.code(new ApiError(code).statusCode).type('application/json; charset=utf-8').send(body);
 }
 
