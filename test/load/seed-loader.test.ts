@@ -19,10 +19,6 @@ const YJS_BASE64 = 'AQLd8+kBAAQBBXdlbGNvbWU=';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-function example(): Json {
-  return JSON.parse(EXAMPLE_TEXT) as Json;
-}
-
 /** The text in small pieces, so the loader really streams (never the whole file as one chunk). */
 function pieces(text: string, size = 7): Readable {
   const parts: string[] = [];
