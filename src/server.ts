@@ -4,6 +4,7 @@
  * period before closing the pools and the embedded PostgreSQL.
  */
 import closeWithGrace from 'close-with-grace';
+import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
 import { connect } from './db/connect.js';
@@ -14,6 +15,8 @@ import { ensureDemo } from './demo.js';
 export interface ServeOptions {
   /** Seed the demo knowledge base into an empty embedded database and print a key and a curl command. */
   demo: boolean;
+  /** Called with the built app before it listens, to add routes (the benchmarks' in-memory ceiling). */
+  beforeListen?: (app: FastifyInstance) => void | Promise<void>;
 }
 
 /** Starts the server; resolves once it listens. Throws when the database or the port is unavailable. */
@@ -35,6 +38,7 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
   }
   const app = await buildApp({ config, sql, exportSql });
   try {
+    await opts.beforeListen?.(app);
     await app.listen({ host: config.host, port: config.port });
   } catch (err) {
     await app.close();

@@ -13,7 +13,7 @@ import type { Sql } from '../db/connect.js';
 import { ApiError } from '../errors.js';
 import { encodeClosing, encodeDocument, encodeOpening } from './document-encoder.js';
 import { JsonChunker } from './json-encoder.js';
-import { BOOK_QUERY, documentQuery, type BookRow, type DocumentQueryOptions, type DocumentRow } from './query.js';
+import { BOOK_QUERY, DOC, documentQuery, type BookRow, type DocumentQueryOptions, type DocumentRow } from './query.js';
 import { ClientGoneError, ResponseWriter } from './response-writer.js';
 
 export interface ExportRequest extends DocumentQueryOptions {
@@ -23,8 +23,10 @@ export interface ExportRequest extends DocumentQueryOptions {
 
 export interface ExportSettings {
   mediaProxyPrefix: string;
-  /** Rows per FETCH. */
+  /** Most rows per FETCH; batches are otherwise sized by `batchChars` (see nextBatchSize). */
   batchSize: number;
+  /** Characters of row text a batch aims at, so memory stays bounded whatever the documents' size. */
+  batchChars?: number;
   stallTimeoutMs: number;
   /** Characters per written chunk. */
   chunkSize?: number;
@@ -45,6 +47,28 @@ export const EXPORT_HEADERS = {
 } as const;
 
 const CURSOR = 'kb_export_cursor';
+
+/** Rows of the first FETCH: few, so the status line goes out fast whatever the knowledge base's size. */
+export const FIRST_BATCH_ROWS = 16;
+/** Default characters of row text per batch (about 4 MB as UTF-16). */
+export const BATCH_CHARS = 2 * 1024 * 1024;
+
+/** Characters a row holds, roughly: its two bodies plus a constant for the other columns. */
+function rowChars(row: DocumentRow): number {
+  return (row[DOC.contentHtml]?.length ?? 0) + (row[DOC.contentStr]?.length ?? 0) + 512;
+}
+
+/**
+ * Rows for the next FETCH: as many rows as `batchChars` holds at the last batch's average row size,
+ * between 1 and `maxRows`. Keeps memory per batch flat for knowledge bases of large documents,
+ * and round trips few for small ones.
+ */
+export function nextBatchSize(rows: readonly DocumentRow[], batchChars: number, maxRows: number): number {
+  let chars = 0;
+  for (const row of rows) chars += rowChars(row);
+  const average = rows.length === 0 ? 512 : chars / rows.length;
+  return Math.max(1, Math.min(maxRows, Math.floor(batchChars / average)));
+}
 
 /** Whether `err` means the database connection is gone (FATAL error, closed or reset socket). */
 function isConnectionLost(err: unknown): boolean {
@@ -67,7 +91,8 @@ export async function streamExport(
 ): Promise<ExportResult> {
   const writer = new ResponseWriter(res, settings.stallTimeoutMs);
   const chunker = new JsonChunker(settings.chunkSize);
-  const fetchSql = `FETCH FORWARD ${Math.max(1, Math.trunc(settings.batchSize))} FROM ${CURSOR}`;
+  const maxRows = Math.max(1, Math.trunc(settings.batchSize));
+  const batchChars = settings.batchChars ?? BATCH_CHARS;
   let count = 0;
   let started = false;
 
@@ -97,11 +122,21 @@ export async function streamExport(
         if (!book) throw new ApiError('BOOK_NOT_FOUND');
         live();
         await tx.unsafe(`DECLARE ${CURSOR} NO SCROLL CURSOR FOR ${documentQuery(req)}`, [book.id]);
-        for (;;) {
-          // Each FETCH is a query of its own: a dead connection rejects it, it cannot end the loop quietly.
+        // Each FETCH is a query of its own: a dead connection rejects it, it cannot end the loop quietly.
+        const fetchRows = (n: number) => {
           live();
-          const rows = (await tx.unsafe(fetchSql).values()) as unknown as DocumentRow[];
+          const q = tx.unsafe(`FETCH FORWARD ${n} FROM ${CURSOR}`).values().execute();
+          // Awaited below; until then a rejection must not count as unhandled.
+          q.catch(() => {});
+          return { n, rows: q as unknown as Promise<DocumentRow[]> };
+        };
+        let next: { n: number; rows: Promise<DocumentRow[]> } | null = fetchRows(Math.min(maxRows, FIRST_BATCH_ROWS));
+        while (next !== null) {
+          const rows: DocumentRow[] = await next.rows;
           writer.check();
+          // FETCH returns fewer rows than asked only at the cursor's end. Otherwise the next batch is
+          // asked for now, so PostgreSQL reads and sends it while this one is encoded and written.
+          next = rows.length < next.n ? null : fetchRows(nextBatchSize(rows, batchChars, maxRows));
           if (!started) {
             // decisions.md D6.2: the status line goes out only once the first batch was read.
             settings.onHeaders?.();
@@ -115,7 +150,6 @@ export async function streamExport(
             count++;
             if (chunker.full) await flush();
           }
-          if (rows.length === 0) break;
         }
         live();
         await tx.unsafe(`CLOSE ${CURSOR}`);
