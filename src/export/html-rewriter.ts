@@ -1,5 +1,7 @@
 /**
- * Media URL rewriting inside stored `contentHtml` (decisions.md D3.3-D3.5, export-api.md 2.2 rule 1).
+ * Media URL rewriting inside HTML (decisions.md D3.3-D3.5, export-api.md 2.2 rule 1): the export
+ * prefixes stored `contentHtml` for the media proxy, and `import-html` makes a page's URLs
+ * root-relative through the same machinery with its own URL rules.
  *
  * parse5's tokenizer (through parse5-sax-parser, which mirrors the tree builder's switches into
  * RCDATA/RAWTEXT/script/PLAINTEXT states and foreign content) decides what is a real start tag.
@@ -11,6 +13,31 @@ import { Token } from 'parse5';
 import { mediaUrlKeptRange, rewriteMediaUrl, rewriteSrcset } from './media-url.js';
 
 type AttrKind = 'url' | 'srcset';
+
+/**
+ * How the rewriter changes the value of one D3.3 attribute. Both functions get the decoded value
+ * (character references resolved) and return it unchanged when nothing is to be rewritten;
+ * the rewriter escapes what they return for the attribute's quoting.
+ */
+export interface UrlRewriteRules {
+  /** Rewrites a single-URL value: `src`, `poster`, `data`, an attachment's `href`. */
+  url(value: string): string;
+  /** Rewrites a `srcset` value, keeping its separators and descriptors. */
+  srcset(value: string): string;
+}
+
+/** The export's rules (decisions.md D3.1, D3.2); `prefix` must come from normalizeMediaPrefix. */
+function prefixRules(prefix: string): UrlRewriteRules {
+  return { url: (v) => rewriteMediaUrl(v, prefix), srcset: (v) => rewriteSrcset(v, prefix) };
+}
+
+/**
+ * Rules that apply `transform` to a URL value and to every candidate URL of a `srcset`, split as
+ * mapSrcsetUrls does. `transform` returns its argument unchanged when it leaves a URL alone.
+ */
+export function urlTransformRules(transform: (url: string) => string): UrlRewriteRules {
+  return { url: transform, srcset: (v) => mapSrcsetUrls(v, transform) };
+}
 
 /** decisions.md D3.3: element -> attributes rewritten (`a` is gated separately). */
 const REWRITTEN_ATTRS: ReadonlyMap<string, ReadonlyMap<string, AttrKind>> = new Map([
@@ -89,17 +116,32 @@ class SyncSaxParser extends SAXParser {
  * returns the rest. Any chunking of the same input gives the same concatenated output.
  */
 export class HtmlMediaRewriter {
-  private readonly prefix: string;
+  /**
+   * Set for prefix rules only: their output is the prefix plus parts of the value, and the
+   * prefix holds nothing that needs escaping, so it can be spliced in without re-encoding.
+   */
+  private readonly prefix: string | null;
+  private readonly rules: UrlRewriteRules;
   private readonly sax: SyncSaxParser;
   /** Input not yet returned; `pending[0]` is input offset `pendingStart`. */
   private pending = '';
   private pendingStart = 0;
   private edits: Edit[] = [];
+  private rewritten = 0;
   private ended = false;
 
-  /** `prefix` must already be normalised (normalizeMediaPrefix, decisions.md D3.1). */
-  constructor(prefix: string) {
-    this.prefix = prefix;
+  /**
+   * A string is the media proxy prefix of decisions.md D3.1, already normalised
+   * (normalizeMediaPrefix); other URL rewrites pass their own rules (e.g. urlTransformRules).
+   */
+  constructor(prefixOrRules: string | UrlRewriteRules) {
+    if (typeof prefixOrRules === 'string') {
+      this.prefix = prefixOrRules;
+      this.rules = prefixRules(prefixOrRules);
+    } else {
+      this.prefix = null;
+      this.rules = prefixOrRules;
+    }
     this.sax = new SyncSaxParser((tag, foreign) => this.onStartTag(tag, foreign));
   }
 
@@ -110,6 +152,14 @@ export class HtmlMediaRewriter {
     this.pending += chunk;
     this.sax.feed(chunk, false);
     return this.flush(this.sax.boundary(this.pending, this.pendingStart));
+  }
+
+  /**
+   * How many attribute values have been rewritten so far, counted when their tag is read;
+   * all of them are in the output once end() has returned.
+   */
+  get rewrittenCount(): number {
+    return this.rewritten;
   }
 
   /** Ends the input; a tag left open at EOF is not a tag (eof-in-tag) and passes through. */
@@ -163,6 +213,7 @@ export class HtmlMediaRewriter {
     }
     if (tagEdits.length > 1) tagEdits.sort((x, y) => x.start - y.start);
     for (const e of tagEdits) this.edits.push(e);
+    this.rewritten += tagEdits.length;
   }
 
   /**
@@ -170,15 +221,23 @@ export class HtmlMediaRewriter {
    * needs no rewrite. `start`/`end` span the whole attribute, name to closing quote.
    */
   private attrEdit(decoded: string, start: number, end: number, kind: AttrKind): Edit | null {
-    const next = kind === 'url' ? rewriteMediaUrl(decoded, this.prefix) : rewriteSrcset(decoded, this.prefix);
+    const next = kind === 'url' ? this.rules.url(decoded) : this.rules.srcset(decoded);
     if (next === decoded) return null;
     const span = valueSpan(this.pending, start - this.pendingStart, end - this.pendingStart);
     if (span === null) return null;
     const [vs, ve, quote] = span;
     const raw = this.pending.slice(vs, ve);
     const abs = { start: vs + this.pendingStart, end: ve + this.pendingStart };
-    if (raw === decoded) return { ...abs, text: next };
-    if (kind === 'url') {
+    const literal = this.prefix !== null;
+    if (raw === decoded) return { ...abs, text: literal ? next : encodeAttrValue(next, quote) };
+    if (raw.indexOf('&') === -1) {
+      // Without character references the raw value differs from the decoded one only by the
+      // tokenizer's CR and NUL normalisation, and rewriting the raw text keeps those as stored
+      // (a CRLF between srcset candidates stays CRLF).
+      const text = kind === 'url' ? this.rules.url(raw) : this.rules.srcset(raw);
+      return { ...abs, text: literal ? text : encodeAttrValue(text, quote) };
+    }
+    if (this.prefix !== null && kind === 'url') {
       // Usual case: only the kept middle holds entities, and the stripped white space,
       // `./` and `/` are literal, so the prefix goes in and the raw middle stays as stored.
       const kept = mediaUrlKeptRange(decoded, this.prefix);
@@ -246,6 +305,56 @@ function encodeAttrValue(v: string, quote: number): string {
   return out;
 }
 
+/**
+ * Applies `transform` to every candidate URL of a `srcset` value and keeps separators and
+ * descriptors byte-for-byte. Candidates are split as rewriteSrcset (media-url.ts) and the HTML
+ * spec's srcset parser split them: a `data:` URL's comma stays inside its URL, and commas inside
+ * `(...)` in descriptors do not start a new candidate.
+ */
+export function mapSrcsetUrls(value: string, transform: (url: string) => string): string {
+  const n = value.length;
+  let out = '';
+  let copied = 0; // value[0, copied) is already in `out`
+  let pos = 0;
+  while (pos < n) {
+    let c = value.charCodeAt(pos);
+    while (isHtmlWs(c) || c === 0x2c /* , */) {
+      if (++pos >= n) break;
+      c = value.charCodeAt(pos);
+    }
+    if (pos >= n) break;
+    const urlStart = pos;
+    while (pos < n && !isHtmlWs(value.charCodeAt(pos))) pos++;
+    let urlEnd = pos;
+    // Trailing commas end the candidate and belong to the separator, not the URL.
+    let endsWithComma = false;
+    while (urlEnd > urlStart && value.charCodeAt(urlEnd - 1) === 0x2c) {
+      urlEnd--;
+      endsWithComma = true;
+    }
+    const url = value.slice(urlStart, urlEnd);
+    const next = transform(url);
+    if (next !== url) {
+      out += value.slice(copied, urlStart) + next;
+      copied = urlEnd;
+    }
+    if (endsWithComma) continue;
+    let inParens = false;
+    while (pos < n) {
+      c = value.charCodeAt(pos);
+      if (inParens) {
+        if (c === 0x29 /* ) */) inParens = false;
+      } else if (c === 0x28 /* ( */) {
+        inParens = true;
+      } else if (c === 0x2c) {
+        break;
+      }
+      pos++;
+    }
+  }
+  return copied === 0 ? value : out + value.slice(copied);
+}
+
 /** Tag names that can carry a D3.3 attribute; `image` is parsed as `img` in HTML content. */
 const MEDIA_TAG_NAMES = ['img', 'image', 'source', 'video', 'audio', 'track', 'embed', 'object', 'a'];
 const ANCHOR_MARKERS = /download|data-type/i;
@@ -285,10 +394,10 @@ export function mayNeedRewrite(html: string): boolean {
 
 /**
  * Rewrites media URLs in a whole HTML string (decisions.md D3.3-D3.5); same result as one
- * HtmlMediaRewriter write + end. `prefix` must already be normalised (D3.1).
+ * HtmlMediaRewriter write + end. A prefix must already be normalised (D3.1).
  */
-export function rewriteHtml(html: string, prefix: string): string {
+export function rewriteHtml(html: string, prefixOrRules: string | UrlRewriteRules): string {
   if (!mayNeedRewrite(html)) return html;
-  const rw = new HtmlMediaRewriter(prefix);
+  const rw = new HtmlMediaRewriter(prefixOrRules);
   return rw.write(html) + rw.end();
 }

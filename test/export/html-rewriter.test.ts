@@ -1,8 +1,18 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { prng } from '../../bench/generate.js';
 import fc from 'fast-check';
 import { readFileSync } from 'node:fs';
-import { HtmlMediaRewriter, mayNeedRewrite, rewriteHtml } from '../../src/export/html-rewriter.js';
+import { parseFragment } from 'parse5';
+import type { DefaultTreeAdapterTypes as T } from 'parse5';
+import {
+  HtmlMediaRewriter,
+  mapSrcsetUrls,
+  mayNeedRewrite,
+  rewriteHtml,
+  urlTransformRules,
+  type UrlRewriteRules,
+} from '../../src/export/html-rewriter.js';
+import { isRelativeUrl, rewriteMediaUrl, rewriteSrcset } from '../../src/export/media-url.js';
 
 interface Case {
   rule: string;
@@ -16,8 +26,8 @@ const cases = JSON.parse(
   readFileSync(new URL('./fixtures/rewriter-cases.json', import.meta.url), 'utf8'),
 ) as Case[];
 
-function runChunks(chunks: string[]): string {
-  const rw = new HtmlMediaRewriter(P);
+function runChunks(chunks: string[], rules: string | UrlRewriteRules = P): string {
+  const rw = new HtmlMediaRewriter(rules);
   let out = '';
   for (const c of chunks) out += rw.write(c);
   return out + rw.end();
@@ -41,20 +51,25 @@ t.test('fixture file covers every rule of D3 that applies to HTML', async (t) =>
   t.equal(new Set(cases.map((c) => c.name)).size, cases.length, 'case names are unique');
 });
 
+/** Whole, split at every position, random chunk sizes, one code unit at a time: all give `expected`. */
+function checkChunkings(t: Test, input: string, expected: string, rules: string | UrlRewriteRules = P): void {
+  t.equal(rewriteHtml(input, rules), expected, 'whole string');
+  t.equal(runChunks([input], rules), expected, 'one write + end');
+  for (let i = 0; i <= input.length; i++) {
+    const got = runChunks([input.slice(0, i), input.slice(i)], rules);
+    if (got !== expected) t.equal(got, expected, `split at ${i}`);
+  }
+  for (let seed = 1; seed <= 8; seed++) {
+    const chunks = randomChunks(input, seed, 1 + (seed % 5) * 3);
+    const got = runChunks(chunks, rules);
+    if (got !== expected) t.equal(got, expected, `seed ${seed}: ${JSON.stringify(chunks)}`);
+  }
+  t.equal(runChunks(input.split(''), rules), expected, 'one code unit per chunk');
+}
+
 for (const c of cases) {
   t.test(`${c.rule} ${c.name}`, async (t) => {
-    t.equal(rewriteHtml(c.input, P), c.expected, 'whole string');
-    t.equal(runChunks([c.input]), c.expected, 'one write + end');
-    for (let i = 0; i <= c.input.length; i++) {
-      const got = runChunks([c.input.slice(0, i), c.input.slice(i)]);
-      if (got !== c.expected) t.equal(got, c.expected, `split at ${i}`);
-    }
-    for (let seed = 1; seed <= 8; seed++) {
-      const chunks = randomChunks(c.input, seed, 1 + (seed % 5) * 3);
-      const got = runChunks(chunks);
-      if (got !== c.expected) t.equal(got, c.expected, `seed ${seed}: ${JSON.stringify(chunks)}`);
-    }
-    t.equal(runChunks(c.input.split('')), c.expected, 'one code unit per chunk');
+    checkChunkings(t, c.input, c.expected);
     t.equal(rewriteHtml(c.expected, P), c.expected, 'idempotent');
     if (c.expected !== c.input) t.ok(mayNeedRewrite(c.input), 'mayNeedRewrite has no false negative');
   });
@@ -183,4 +198,92 @@ t.test('offsets stay right past parse5 dropping its parsed buffer (64 KiB waterl
     t.equal(runChunks(randomChunks(input, seed, 9000)), expected, `random chunks, seed ${seed}`);
   }
   t.equal(runChunks(randomChunks(input, 4, 3)), expected, 'tiny chunks');
+});
+
+// A URL transform other than the prefix, as the import uses: the rewriter must find the same
+// attributes and escape whatever the transform returns for the attribute's quoting.
+const resolve = (u: string): string => (isRelativeUrl(u) ? `/r/${u.trim()}` : u);
+const RESOLVE = urlTransformRules(resolve);
+const awkward = (u: string): string => (isRelativeUrl(u) ? `/R&D "q" 'x'/${u}` : u);
+const AWKWARD = urlTransformRules(awkward);
+
+const transformCases: [string, UrlRewriteRules, string, string][] = [
+  ['url value', RESOLVE, '<p><img src="a.png" alt="a.png"></p>', '<p><img src="/r/a.png" alt="a.png"></p>'],
+  ['every srcset candidate', RESOLVE, '<img srcset="a.png 1x, https://x.example/b.png 2x,c.png 3x">', '<img srcset="/r/a.png 1x, https://x.example/b.png 2x,/r/c.png 3x">'],
+  ['srcset data: comma and descriptor parentheses', RESOLVE, '<img srcset="data:image/png;base64,AA 1x, a.png (a, b) 2x">', '<img srcset="data:image/png;base64,AA 1x, /r/a.png (a, b) 2x">'],
+  ['CRLF between srcset candidates kept', RESOLVE, '<img srcset="a.png 1x,\r\n  b.png 2x">', '<img srcset="/r/a.png 1x,\r\n  /r/b.png 2x">'],
+  ['entities in srcset decoded, result re-encoded', RESOLVE, '<img srcset="a&amp;b.png 1x, &#99;.png 2x">', '<img srcset="/r/a&amp;b.png 1x, /r/c.png 2x">'],
+  ['entity in single-quoted value', RESOLVE, "<img src='it&#39;s.png'>", "<img src='/r/it&#39;s.png'>"],
+  ['entity-encoded white space in unquoted value', RESOLVE, '<img src=&#97;&#32;b.png>', '<img src=/r/a&#32;b.png>'],
+  ['bare & is escaped once the value changes', RESOLVE, '<img src="a.png?x=1&y=2">', '<img src="/r/a.png?x=1&amp;y=2">'],
+  ['entity-encoded scheme still absolute', RESOLVE, '<img src="&#104;ttp://x.example/a.png">', '<img src="&#104;ttp://x.example/a.png">'],
+  ['a gated by download', RESOLVE, '<a href="doc">d</a><a href=f.pdf download>f</a>', '<a href="doc">d</a><a href=/r/f.pdf download>f</a>'],
+  ['foreign and raw-text content untouched', RESOLVE, '<svg><video src=v.mp4></video></svg><!--<img src=a.png>--><script><img src=a.png></script>', '<svg><video src=v.mp4></video></svg><!--<img src=a.png>--><script><img src=a.png></script>'],
+  ['duplicate attribute: first wins', RESOLVE, '<img src=a.png src=b.png>', '<img src=/r/a.png src=b.png>'],
+  ['double-quoted: & and " escaped', AWKWARD, '<img src="a.png">', `<img src="/R&amp;D &quot;q&quot; 'x'/a.png">`],
+  ["single-quoted: & and ' escaped", AWKWARD, "<img src='a.png'>", `<img src='/R&amp;D "q" &#39;x&#39;/a.png'>`],
+  ['unquoted: quotes and white space escaped too', AWKWARD, '<img src=a.png alt=x>', '<img src=/R&amp;D&#32;&quot;q&quot;&#32;&#39;x&#39;/a.png alt=x>'],
+];
+
+for (const [name, rules, input, expected] of transformCases) {
+  t.test(`transform rules: ${name}`, async (t) => checkChunkings(t, input, expected, rules));
+}
+
+t.test('rewrittenCount counts changed attribute values', async (t) => {
+  const rw = new HtmlMediaRewriter(RESOLVE);
+  const out = rw.write('<img src=a.png srcset="b.png 1x, http://x/c.png 2x"><img src="http://x/d.png"><a href=e.pdf') + rw.end();
+  t.equal(out, '<img src=/r/a.png srcset="/r/b.png 1x, http://x/c.png 2x"><img src="http://x/d.png"><a href=e.pdf');
+  t.equal(rw.rewrittenCount, 2, 'src and srcset; unchanged values and the tag left open at EOF do not count');
+  const prefixed = new HtmlMediaRewriter(P);
+  prefixed.write('<video src=v.mp4 poster=/media/p.png>');
+  prefixed.end();
+  t.equal(prefixed.rewrittenCount, 1, 'the prefix path counts too');
+});
+
+t.test('property: mapSrcsetUrls splits candidates as rewriteSrcset does', async (t) => {
+  const piece = fc.constantFrom('a.png', './b.png', '/media/c.png', 'http://x/d', 'data:x,y', '#f', ' ', '\t', '\n', ',', ',,', '1x', '480w', '(', ')', '(a, b)', '&');
+  fc.assert(
+    fc.property(fc.array(piece, { maxLength: 20 }), (a) => {
+      const v = a.join('');
+      return mapSrcsetUrls(v, (u) => rewriteMediaUrl(u, P)) === rewriteSrcset(v, P);
+    }),
+    { numRuns: 2000 },
+  );
+  t.pass();
+});
+
+/** Every element's attributes as parsed, in document order. */
+function parsedAttrs(html: string): [string, string][][] {
+  const out: [string, string][][] = [];
+  const visit = (n: T.Node): void => {
+    if ('tagName' in n) out.push(n.attrs.map((a) => [a.name, a.value]));
+    if ('content' in n) visit(n.content);
+    if ('childNodes' in n) for (const c of n.childNodes) visit(c);
+  };
+  visit(parseFragment(html));
+  return out;
+}
+
+t.test('property: transform output parses to the transformed values, whatever the chunking', async (t) => {
+  fc.assert(
+    fc.property(anyHtml, cutPoints, (html, points) => {
+      const out = runChunks([html], AWKWARD);
+      if (runChunks(cut(html, points), AWKWARD) !== out) return false;
+      const before = parsedAttrs(html);
+      const after = parsedAttrs(out);
+      if (before.length !== after.length) return false;
+      return before.every((attrs, i) => {
+        const next = after[i]!;
+        return (
+          attrs.length === next.length &&
+          attrs.every(([name, v], k) => {
+            const [name2, v2] = next[k]!;
+            return name === name2 && (v2 === v || v2 === awkward(v) || v2 === mapSrcsetUrls(v, awkward));
+          })
+        );
+      });
+    }),
+    { numRuns: 1000 },
+  );
+  t.pass();
 });
