@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { parse } from 'parse5';
 import type { DefaultTreeAdapterTypes as T } from 'parse5';
 import type { SeedDocument } from '../load/seed-types.js';
-import { rewriteMediaUrls } from './corpus-urls.js';
+import { rewriteCorpusUrls } from './corpus-urls.js';
 
 export { resolveCorpusUrl } from './corpus-urls.js';
 
@@ -77,7 +77,7 @@ export async function* scanHtmlCorpus(dir: string, opts: HtmlCorpusOptions): Asy
         const parent = pending[pending.length - 1];
         const mtime = (await lstat(abs)).mtime;
         const html = new TextDecoder('utf-8').decode(await readFile(abs));
-        const page = await pageFromHtml(html, rel, entry.name.replace(HTML_EXT, ''));
+        const page = pageFromHtml(html, rel, entry.name.replace(HTML_EXT, ''));
         yield {
           ...nullExtras(),
           id: docId(opts.bookId, rel),
@@ -113,7 +113,7 @@ export interface ParsedPage {
  * `pagePath` is the page's path relative to the corpus root with forward slashes; `fallbackName`
  * is used when the page has neither `<title>` nor `<h1>` text. Never throws on malformed HTML.
  */
-export async function pageFromHtml(html: string, pagePath: string, fallbackName: string): Promise<ParsedPage> {
+export function pageFromHtml(html: string, pagePath: string, fallbackName: string): ParsedPage {
   const doc = parse(html, { sourceCodeLocationInfo: true });
   const htmlEl = findElement(doc, 'html');
   const body = htmlEl && childElement(htmlEl, 'body');
@@ -127,7 +127,7 @@ export async function pageFromHtml(html: string, pagePath: string, fallbackName:
   if (name === '') name = collapse(fallbackName);
 
   const [start, end] = body ? bodyRange(body, html.length) : [0, html.length];
-  const { html: contentHtml, count } = await rewriteMediaUrls(html.slice(start, end), pagePath);
+  const { html: contentHtml, count } = rewriteCorpusUrls(html.slice(start, end), pagePath);
 
   const text = body ? plainText(body) : '';
   return { name, contentHtml, contentStr: text === '' ? null : text, rewrittenUrls: count };

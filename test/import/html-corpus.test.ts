@@ -182,3 +182,49 @@ t.test('edge cases: symlinks, invalid UTF-8, media elements, character reference
   );
   t.equal(page.rewrittenUrls, 8);
 });
+
+t.test('media URLs go through the export rewriter: srcset, entities, escaping, raw text', async (t) => {
+  const rewrite = (body: string, pagePath = 'd/p.html') => pageFromHtml(`<body>${body}</body>`, pagePath, 'p');
+
+  let page = rewrite(
+    '<img srcset="a.png?x=1&amp;y=2 1x, &#46;&#46;/b.png 2x,data:image/png;base64,AA 3x, c.png (w, h) 4x">',
+  );
+  t.equal(
+    page.contentHtml,
+    '<img srcset="/d/a.png?x=1&amp;y=2 1x, /b.png 2x,data:image/png;base64,AA 3x, /d/c.png (w, h) 4x">',
+    'each srcset candidate resolved after decoding; data: commas and descriptor parentheses kept',
+  );
+  t.equal(page.rewrittenUrls, 1, 'one attribute value changed');
+
+  page = rewrite(`<img src=&#46;/a&#32;b.png><img src='it&#39;s.png'><img src="&#104;ttps://x.example/a.png">`);
+  t.equal(
+    page.contentHtml,
+    `<img src=/d/a&#32;b.png><img src='/d/it&#39;s.png'><img src="&#104;ttps://x.example/a.png">`,
+    'character references decoded before resolving and re-encoded for the quoting; an encoded scheme stays absolute',
+  );
+  t.equal(page.rewrittenUrls, 2);
+
+  page = rewrite(`<img src="a.png"><img src='a.png'><img src=a.png>`, `R&D "x" it's/p.html`);
+  t.equal(
+    page.contentHtml,
+    `<img src="/R&amp;D &quot;x&quot; it's/a.png"><img src='/R&amp;D "x" it&#39;s/a.png'>` +
+      '<img src=/R&amp;D&#32;&quot;x&quot;&#32;it&#39;s/a.png>',
+    'folder names are escaped for the attribute they land in',
+  );
+
+  page = rewrite(
+    '<!-- <img src=a.png> --><script>"<img src=a.png>"</script><textarea><img src=a.png></textarea>&lt;img src=a.png&gt;' +
+      '<svg><a href="f.pdf" download></a><video src="v.mp4"></video></svg><svg><foreignObject><img src="f.png"></foreignObject></svg>',
+  );
+  t.equal(
+    page.contentHtml,
+    '<!-- <img src=a.png> --><script>"<img src=a.png>"</script><textarea><img src=a.png></textarea>&lt;img src=a.png&gt;' +
+      '<svg><a href="f.pdf" download></a><video src="v.mp4"></video></svg><svg><foreignObject><img src="/d/f.png"></foreignObject></svg>',
+    'comments, raw text, escaped markup and foreign (SVG) elements untouched, as in the export (D3.4)',
+  );
+  t.equal(page.rewrittenUrls, 1);
+
+  page = rewrite('<image src=a.png><a href=f.pdf download=f.pdf>f</a><a href=g.pdf>g</a>');
+  t.equal(page.contentHtml, '<image src=/d/a.png><a href=/d/f.pdf download=f.pdf>f</a><a href=g.pdf>g</a>', '<image> is an img; only attachment links');
+  t.equal(page.rewrittenUrls, 2);
+});
