@@ -1,0 +1,99 @@
+/**
+ * The server under test as a separate process (bench/server.ts), so its memory is its own: peak RSS
+ * is read from `/proc/<pid>/status` (VmHWM, kB) and reset between measurements through
+ * `/proc/<pid>/clear_refs` (Linux: writing `5` resets the peak to the current RSS).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort } from '../../src/db/embedded.js';
+
+export interface ServerProcess {
+  /** `http://127.0.0.1:<port>` */
+  base: string;
+  pid: number;
+  /** Current RSS, bytes. */
+  rss(): Promise<number>;
+  /** Peak RSS since start or the last resetPeak(), bytes. */
+  peakRss(): Promise<number>;
+  /** Makes the peak the current RSS. */
+  resetPeak(): Promise<void>;
+  /** SIGTERM, then waits for the exit (a CPU profile is written on exit). */
+  stop(): Promise<void>;
+}
+
+export interface ServerOptions {
+  databaseUrl: string;
+  /** Writes a `.cpuprofile` into this folder on exit (`node --cpu-prof`). */
+  cpuProfDir?: string;
+  /** Extra environment, e.g. EXPORT_BATCH_SIZE. */
+  env?: Record<string, string>;
+}
+
+const SERVER_JS = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'server.js');
+
+async function statusField(pid: number, field: string): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status);
+  if (!m) throw new Error(`/proc/${pid}/status has no ${field}`);
+  return Number(m[1]) * 1024;
+}
+
+function exited(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => child.once('exit', () => resolve()));
+}
+
+/** Starts bench/server.ts on a free port and resolves once it answers HTTP. Throws if it exits first. */
+export async function startServer(opts: ServerOptions): Promise<ServerProcess> {
+  const port = await freePort();
+  const args = opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`, SERVER_JS] : [SERVER_JS];
+  const child = spawn(process.execPath, args, {
+    env: {
+      ...process.env,
+      DATABASE_URL: opts.databaseUrl,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      // The load scenarios send far more than a client should; the limiter still runs on every request.
+      RATE_LIMIT_MAX: '1000000000',
+      LOG_LEVEL: 'warn',
+      ...opts.env,
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-4000);
+  });
+  const base = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`bench server exited with ${child.exitCode}: ${stderr}`);
+    try {
+      await fetch(`${base}/health-probe`);
+      break;
+    } catch {
+      if (Date.now() > deadline) {
+        child.kill('SIGKILL');
+        throw new Error(`bench server did not answer within 60 s: ${stderr}`);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  const pid = child.pid!;
+  return {
+    base,
+    pid,
+    rss: () => statusField(pid, 'VmRSS'),
+    peakRss: () => statusField(pid, 'VmHWM'),
+    resetPeak: () => writeFile(`/proc/${pid}/clear_refs`, '5'),
+    async stop() {
+      const done = exited(child);
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+      await done;
+      clearTimeout(timer);
+    },
+  };
+}
