@@ -1,21 +1,20 @@
 /**
- * Encodes the export's response as JSON text, one piece at a time: the opening with `book`, each
+ * Encodes the export's response as JSON, one piece at a time: the opening with `book`, each
  * document, and the closing with `meta.count` last (decisions.md D2.5). Applies the empty/default
  * rules of decisions.md D2 and the media rewriting of D3.
+ *
+ * Document columns arrive as JSON text already escaped by PostgreSQL (query.ts), so most of a
+ * document is copied as bytes; only `cover.url` and a `contentHtml` that may hold a media URL
+ * are decoded, rewritten and escaped here.
  */
 import { rewriteHtml } from './html-rewriter.js';
-import { jsonString, jsonStringArray } from './json-encoder.js';
+import type { JsonChunker } from './json-encoder.js';
 import { rewriteMediaUrl } from './media-url.js';
 import { DOC, type BookRow, type DocumentRow } from './query.js';
 
 /** NULL or '' is null (decisions.md D2.1). */
 function nullable(s: string | null): string {
   return s === null || s === '' ? 'null' : JSON.stringify(s);
-}
-
-/** NULL or '' gives the default (decisions.md D2.2, D2.3). */
-function withDefault(s: string | null, def: string): string {
-  return JSON.stringify(s === null || s === '' ? def : s);
 }
 
 /** `{"success":true,"book":{…},"documents":[` — book fields in the order of table 2.1 (decisions.md D2.5). */
@@ -45,57 +44,123 @@ export function encodeClosing(count: number): string {
   return '],"meta":{"count":' + count + '}}';
 }
 
+const bytes = (s: string) => Buffer.from(s);
+const NULL = bytes('null');
+const KEY = {
+  id: bytes('{"id":'),
+  slug: bytes(',"slug":'),
+  name: bytes(',"name":'),
+  type: bytes(',"type":'),
+  parentId: bytes(',"parentId":'),
+  orderKey: bytes(',"orderKey":'),
+  description: bytes(',"description":'),
+  emojiInfo: bytes(',"emojiInfo":'),
+  cover: bytes(',"cover":'),
+  tags: bytes(',"tags":'),
+  themeId: bytes(',"themeId":'),
+  backgroundThemeId: bytes(',"backgroundThemeId":'),
+  bodyFontSize: bytes(',"bodyFontSize":'),
+  createdAt: bytes(',"createdAt":'),
+  updatedAt: bytes(',"updatedAt":'),
+  contentStr: bytes(',"contentStr":'),
+  contentHtml: bytes(',"contentHtml":'),
+  end: bytes('}'),
+};
+const DEFAULT = {
+  coverPosition: bytes('"center"'),
+  themeId: bytes('"default"'),
+  backgroundThemeId: bytes('"transparent"'),
+  bodyFontSize: bytes('"default"'),
+};
+
+/** Whether JSON text `j` is `""` or, for arrays, `[]`. */
+function isEmptyJson(j: Buffer): boolean {
+  return j.length === 2 && ((j[0] === 0x22 && j[1] === 0x22) || (j[0] === 0x5b && j[1] === 0x5d));
+}
+
+/** NULL, '' or an empty array is null (decisions.md D2.1). */
+function orNull(j: Buffer | null): Buffer {
+  return j === null || isEmptyJson(j) ? NULL : j;
+}
+
+/** NULL or '' gives the default (decisions.md D2.2, D2.3). */
+function orDefault(j: Buffer | null, def: Buffer): Buffer {
+  return j === null || isEmptyJson(j) ? def : j;
+}
+
 /**
- * One document object, every field of table 2.2 in its order (export-api.md 2.2 rule 3, D2.5).
- * contentHtml goes through the media rewriter (export-api.md 2.2 rule 1, decisions.md D3).
+ * The decisions.md D3.3 pre-check on `contentHtml` as escaped JSON text, with no false negatives:
+ * a media tag name after `<`, followed by what ends a tag name in HTML (white space, `/`, `>`) or
+ * by what such a character or the end of the text becomes in JSON (`\`, `"`). An `a` counts only
+ * when `download` or `data-type` occurs (attribute names cannot be written with character
+ * references). JSON escaping never touches `<` or ASCII letters, and a UTF-8 continuation byte
+ * read as Latin-1 never matches an ASCII letter, so every real media tag is seen.
  */
-export function encodeDocument(row: DocumentRow, mediaPrefix: string): string {
+const MEDIA_TAG = /<(?:img|image|source|video|audio|track|embed|object)(?:[\t\n\f\r />"\\]|$)/i;
+const ANCHOR_TAG = /<a(?:[\t\n\f\r />"\\]|$)/i;
+const ANCHOR_MARKERS = /download|data-type/i;
+
+/** Whether escaped JSON text of some HTML may hold a URL that D3.3 rewrites. */
+export function jsonHtmlMayNeedRewrite(json: Buffer): boolean {
+  const s = json.toString('latin1');
+  return MEDIA_TAG.test(s) || (ANCHOR_MARKERS.test(s) && ANCHOR_TAG.test(s));
+}
+
+/** contentHtml's JSON text with its media URLs rewritten (export-api.md 2.2 rule 1, decisions.md D3). */
+function contentHtml(j: Buffer | null, prefix: string): Buffer {
+  if (j === null || isEmptyJson(j)) return NULL;
+  if (!jsonHtmlMayNeedRewrite(j)) return j;
+  const html = JSON.parse(j.toString('utf8')) as string;
+  const rewritten = rewriteHtml(html, prefix);
+  return rewritten === html ? j : Buffer.from(JSON.stringify(rewritten));
+}
+
+/**
+ * Appends one document object to `out`: every field of table 2.2 in its order (export-api.md 2.2
+ * rule 3, D2.5), cover.url and contentHtml through the media rewriter (export-api.md 2.2 rule 1,
+ * decisions.md D3).
+ */
+export function encodeDocument(row: DocumentRow, mediaPrefix: string, out: JsonChunker): void {
   const coverUrl = row[DOC.coverUrl];
-  const tags = row[DOC.tags];
-  const html = row[DOC.contentHtml];
-  const cover =
-    coverUrl === null || coverUrl === ''
-      ? 'null'
-      : '{"url":' +
-        JSON.stringify(rewriteMediaUrl(coverUrl, mediaPrefix)) +
-        ',"position":' +
-        withDefault(row[DOC.coverPosition], 'center') +
-        '}';
-  return (
-    '{"id":' +
-    JSON.stringify(row[DOC.id]) +
-    ',"slug":' +
-    JSON.stringify(row[DOC.slug]) +
-    ',"name":' +
-    JSON.stringify(row[DOC.name]) +
-    ',"type":' +
-    JSON.stringify(row[DOC.type]) +
-    ',"parentId":' +
-    nullable(row[DOC.parentId]) +
-    ',"orderKey":' +
-    JSON.stringify(row[DOC.orderKey]) +
-    ',"description":' +
-    nullable(row[DOC.description]) +
-    ',"emojiInfo":' +
-    nullable(row[DOC.emojiInfo]) +
-    ',"cover":' +
-    cover +
-    ',"tags":' +
-    (tags === null || tags.length === 0 ? 'null' : jsonStringArray(tags)) +
-    ',"themeId":' +
-    withDefault(row[DOC.themeId], 'default') +
-    ',"backgroundThemeId":' +
-    withDefault(row[DOC.backgroundThemeId], 'transparent') +
-    ',"bodyFontSize":' +
-    withDefault(row[DOC.bodyFontSize], 'default') +
-    ',"createdAt":' +
-    JSON.stringify(row[DOC.createdAt]) +
-    ',"updatedAt":' +
-    JSON.stringify(row[DOC.updatedAt]) +
-    ',"contentStr":' +
-    nullable(row[DOC.contentStr]) +
-    ',"contentHtml":' +
-    (html === null || html === '' ? 'null' : jsonString(rewriteHtml(html, mediaPrefix))) +
-    '}'
-  );
+  out.push(KEY.id);
+  out.push(row[DOC.id]);
+  out.push(KEY.slug);
+  out.push(row[DOC.slug]);
+  out.push(KEY.name);
+  out.push(row[DOC.name]);
+  out.push(KEY.type);
+  out.push(row[DOC.type]);
+  out.push(KEY.parentId);
+  out.push(orNull(row[DOC.parentId]));
+  out.push(KEY.orderKey);
+  out.push(row[DOC.orderKey]);
+  out.push(KEY.description);
+  out.push(orNull(row[DOC.description]));
+  out.push(KEY.emojiInfo);
+  out.push(orNull(row[DOC.emojiInfo]));
+  out.push(KEY.cover);
+  if (coverUrl === null || coverUrl.length === 0) {
+    out.push(NULL);
+  } else {
+    out.push('{"url":' + JSON.stringify(rewriteMediaUrl(coverUrl.toString('utf8'), mediaPrefix)) + ',"position":');
+    out.push(orDefault(row[DOC.coverPosition], DEFAULT.coverPosition));
+    out.push(KEY.end);
+  }
+  out.push(KEY.tags);
+  out.push(orNull(row[DOC.tags]));
+  out.push(KEY.themeId);
+  out.push(orDefault(row[DOC.themeId], DEFAULT.themeId));
+  out.push(KEY.backgroundThemeId);
+  out.push(orDefault(row[DOC.backgroundThemeId], DEFAULT.backgroundThemeId));
+  out.push(KEY.bodyFontSize);
+  out.push(orDefault(row[DOC.bodyFontSize], DEFAULT.bodyFontSize));
+  out.push(KEY.createdAt);
+  out.push(row[DOC.createdAt]);
+  out.push(KEY.updatedAt);
+  out.push(row[DOC.updatedAt]);
+  out.push(KEY.contentStr);
+  out.push(orNull(row[DOC.contentStr]));
+  out.push(KEY.contentHtml);
+  out.push(contentHtml(row[DOC.contentHtml], mediaPrefix));
+  out.push(KEY.end);
 }

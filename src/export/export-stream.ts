@@ -25,10 +25,10 @@ export interface ExportSettings {
   mediaProxyPrefix: string;
   /** Most rows per FETCH; batches are otherwise sized by `batchChars` (see nextBatchSize). */
   batchSize: number;
-  /** Characters of row text a batch aims at, so memory stays bounded whatever the documents' size. */
+  /** Bytes of row text a batch aims at, so memory stays bounded whatever the documents' size. */
   batchChars?: number;
   stallTimeoutMs: number;
-  /** Characters per written chunk. */
+  /** Bytes per written chunk. */
   chunkSize?: number;
   /** Called just before the status line is written (the caller takes over the response). */
   onHeaders?: () => void;
@@ -50,16 +50,17 @@ const CURSOR = 'kb_export_cursor';
 
 /** Rows of the first FETCH: few, so the status line goes out fast whatever the knowledge base's size. */
 export const FIRST_BATCH_ROWS = 16;
-/** Default characters of row text per batch (about 4 MB as UTF-16). */
+/** Default bytes of row text per batch. */
 export const BATCH_CHARS = 2 * 1024 * 1024;
+const COMMA = Buffer.from(',');
 
-/** Characters a row holds, roughly: its two bodies plus a constant for the other columns. */
+/** Bytes a row holds, roughly: its two bodies plus a constant for the other columns. */
 function rowChars(row: DocumentRow): number {
   return (row[DOC.contentHtml]?.length ?? 0) + (row[DOC.contentStr]?.length ?? 0) + 512;
 }
 
 /**
- * Rows for the next FETCH: as many rows as `batchChars` holds at the last batch's average row size,
+ * Rows for the next FETCH: as many rows as `batchChars` bytes hold at the last batch's average row size,
  * between 1 and `maxRows`. Keeps memory per batch flat for knowledge bases of large documents,
  * and round trips few for small ones.
  */
@@ -125,7 +126,7 @@ export async function streamExport(
         // Each FETCH is a query of its own: a dead connection rejects it, it cannot end the loop quietly.
         const fetchRows = (n: number) => {
           live();
-          const q = tx.unsafe(`FETCH FORWARD ${n} FROM ${CURSOR}`).values().execute();
+          const q = tx.unsafe(`FETCH FORWARD ${n} FROM ${CURSOR}`).raw().execute();
           // Awaited below; until then a rejection must not count as unhandled.
           q.catch(() => {});
           return { n, rows: q as unknown as Promise<DocumentRow[]> };
@@ -145,11 +146,13 @@ export async function streamExport(
             chunker.push(encodeOpening(book));
           }
           for (const row of rows) {
-            chunker.push(count === 0 ? '' : ',');
-            chunker.push(encodeDocument(row, settings.mediaProxyPrefix));
+            if (count > 0) chunker.push(COMMA);
+            encodeDocument(row, settings.mediaProxyPrefix, chunker);
             count++;
             if (chunker.full) await flush();
           }
+          // The first batch goes out at once: time to first byte does not wait for a full chunk.
+          if (count === rows.length) await flush();
         }
         live();
         await tx.unsafe(`CLOSE ${CURSOR}`);

@@ -1,8 +1,9 @@
 /**
- * A hand-written incremental JSON encoder: the caller appends JSON text piece by piece and takes it
- * out in chunks of about `chunkSize` characters, so a response of any size is written with bounded
- * memory. Strings are escaped by V8's JSON.stringify (quotes, backslashes, control characters and
- * lone surrogates; U+2028/2029 stay literal, which JSON allows).
+ * A hand-written incremental JSON encoder: the caller appends JSON text piece by piece, as UTF-8
+ * bytes or strings, and takes it out in chunks of about `chunkSize` bytes, so a response of any
+ * size is written with bounded memory. Strings are escaped by V8's JSON.stringify (quotes,
+ * backslashes, control characters and lone surrogates; U+2028/2029 stay literal, which JSON allows)
+ * or, for document columns, by PostgreSQL's `to_json` (query.ts).
  */
 
 /** JSON text of a string, or `null`. */
@@ -21,32 +22,37 @@ export function jsonStringArray(a: readonly string[] | null): string {
   return out + ']';
 }
 
-/** Buffers JSON text and hands it out in chunks. */
+/** Buffers JSON text and hands it out in chunks of bytes. */
 export class JsonChunker {
-  private pending = '';
+  private parts: Buffer[] = [];
+  private bytes = 0;
 
-  /** @param chunkSize characters (UTF-16 code units) after which `full` turns true. */
+  /** @param chunkSize bytes after which `full` turns true. */
   constructor(readonly chunkSize = 64 * 1024) {}
 
-  /** Appends raw JSON text, already encoded. */
-  push(text: string): void {
-    this.pending += text;
+  /** Appends JSON text, already encoded; strings are taken as UTF-8. */
+  push(text: Buffer | string): void {
+    const b = typeof text === 'string' ? Buffer.from(text) : text;
+    if (b.length === 0) return;
+    this.parts.push(b);
+    this.bytes += b.length;
   }
 
-  /** Whether a chunk's worth of text is waiting. */
+  /** Whether a chunk's worth of bytes is waiting. */
   get full(): boolean {
-    return this.pending.length >= this.chunkSize;
+    return this.bytes >= this.chunkSize;
   }
 
-  /** Characters waiting. */
+  /** Bytes waiting. */
   get size(): number {
-    return this.pending.length;
+    return this.bytes;
   }
 
-  /** Takes everything waiting ('' when nothing is). */
-  take(): string {
-    const out = this.pending;
-    this.pending = '';
+  /** Takes everything waiting, as one Buffer (empty when nothing is). */
+  take(): Buffer {
+    const out = this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts, this.bytes);
+    this.parts = [];
+    this.bytes = 0;
     return out;
   }
 }

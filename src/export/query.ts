@@ -25,7 +25,7 @@ export interface BookRow {
 
 /**
  * Document columns in the order of export-api.md table 2.2, as positional values: rows are fetched
- * as arrays, which skips building an object per row.
+ * raw (postgres.js `.raw()`), as arrays of Buffers that are never decoded into strings on the hot path.
  */
 export const DOC = {
   id: 0,
@@ -48,7 +48,34 @@ export const DOC = {
   contentHtml: 17,
 } as const;
 
+/**
+ * A document row as the cursor returns it: each column's JSON text as UTF-8 bytes (PostgreSQL's
+ * `to_json`, so strings arrive quoted and escaped), except `coverUrl`, which is the stored text
+ * because the encoder rewrites it (decisions.md D3.6). NULL columns are null.
+ */
 export type DocumentRow = [
+  id: Buffer,
+  slug: Buffer,
+  name: Buffer,
+  type: Buffer,
+  parentId: Buffer | null,
+  orderKey: Buffer,
+  description: Buffer | null,
+  emojiInfo: Buffer | null,
+  coverUrl: Buffer | null,
+  coverPosition: Buffer | null,
+  tags: Buffer | null,
+  themeId: Buffer | null,
+  backgroundThemeId: Buffer | null,
+  bodyFontSize: Buffer | null,
+  createdAt: Buffer,
+  updatedAt: Buffer,
+  contentStr: Buffer | null,
+  contentHtml: Buffer | null,
+];
+
+/** A document's stored values in DOC order, timestamps as ISO 8601 strings (tests and benchmarks). */
+export type DocumentValues = [
   id: string,
   slug: string,
   name: string,
@@ -69,6 +96,16 @@ export type DocumentRow = [
   contentHtml: string | null,
 ];
 
+/**
+ * The row the cursor returns for these stored values, with JSON.stringify standing in for
+ * PostgreSQL's `to_json` (both escape `"`, `\` and control characters and leave other characters
+ * as they are). For tests and benchmarks that encode rows without a database.
+ */
+export function rowFromValues(v: DocumentValues): DocumentRow {
+  const json = (x: unknown) => (x === null ? null : Buffer.from(JSON.stringify(x)));
+  return v.map((x, i) => (i === DOC.coverUrl ? (x === null ? null : Buffer.from(x as string)) : json(x))) as DocumentRow;
+}
+
 export interface DocumentQueryOptions {
   /** decisions.md D4.3: drop only nodes whose type is `category`. */
   excludeCategories: boolean;
@@ -79,13 +116,17 @@ export interface DocumentQueryOptions {
 /**
  * The cursor's query; `$1` is the book id. Active documents only (export-api.md 4.1 rule 1),
  * ordered by order key then id, byte-wise (decisions.md D1.1, D1.2), served by documents_export_idx.
+ * PostgreSQL escapes every string as JSON (`to_json`), so the server passes the bytes through
+ * instead of decoding, escaping and encoding them again; the encoder applies the D2 rules.
  */
 export function documentQuery(opts: DocumentQueryOptions): string {
+  const j = (col: string) => `to_json(${col})`;
   return `
-  SELECT id, slug, name, type, parent_id, order_key, description, emoji_info, cover_url, cover_position,
-         tags, theme_id, background_theme_id, body_font_size,
-         ${iso('created_at')}, ${iso('updated_at')},
-         content_str, ${opts.includeContentHtml ? 'content_html' : 'NULL::text'}
+  SELECT ${j('id')}, ${j('slug')}, ${j('name')}, ${j('type')}, ${j('parent_id')}, ${j('order_key')},
+         ${j('description')}, ${j('emoji_info')}, cover_url, ${j('cover_position')}, ${j('tags')},
+         ${j('theme_id')}, ${j('background_theme_id')}, ${j('body_font_size')},
+         ${j(iso('created_at'))}, ${j(iso('updated_at'))},
+         ${j('content_str')}, ${opts.includeContentHtml ? j('content_html') : 'NULL::json'}
   FROM documents
   WHERE book_id = $1 AND status = 1${opts.excludeCategories ? ` AND type <> 'category'` : ''}
   ORDER BY order_key, id`;

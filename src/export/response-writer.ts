@@ -39,11 +39,11 @@ export class ResponseWriter {
     if (this.gone) throw new ClientGoneError('client went away');
   }
 
-  /** Writes text; resolves once the socket can take more. Throws ClientGoneError. */
-  async write(text: string): Promise<void> {
+  /** Writes bytes; resolves once the socket can take more. Throws ClientGoneError. */
+  async write(text: Buffer): Promise<void> {
     this.check();
     if (text.length === 0) return;
-    this.bytes += Buffer.byteLength(text);
+    this.bytes += text.length;
     if (this.res.write(text)) return;
     await new Promise<void>((resolve, reject) => {
       const done = (err?: Error) => {
