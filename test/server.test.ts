@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { request } from 'undici';
 import { SeedWriter } from '../src/load/seed-writer.js';
+import { SERVER_NODE_FLAGS } from '../src/server.js';
 import { generateDocuments } from '../bench/generate.js';
 import { createTestDatabase } from './helpers/db.js';
 import { seed, simpleSeed } from './helpers/app.js';
@@ -31,7 +32,7 @@ function spawnServe(args: string[], env: Record<string, string>): Served {
   for (const [k, v] of Object.entries(process.env)) {
     if (v !== undefined && !/^(DATABASE_URL|KB_|PORT|HOST|LOG_LEVEL|MEDIA_PROXY_PREFIX|REDIS_URL|TRUST_PROXY)/.test(k)) base[k] = v;
   }
-  const child = spawn(process.execPath, [CLI, 'serve', ...args], { cwd: ROOT, env: { ...base, PORT: '0', ...env } });
+  const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, CLI, 'serve', ...args], { cwd: ROOT, env: { ...base, PORT: '0', ...env } });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
@@ -135,4 +136,14 @@ t.test('a port already in use stops start-up with a message and a non-zero exit'
   t.not(await second.exited, 0);
   t.match(second.output(), /EADDRINUSE|address already in use/);
   t.notMatch(second.output(), /\n\s+at .+[:(]/, 'no stack trace');
+});
+
+t.test('every way of starting the server passes SERVER_NODE_FLAGS', async (t) => {
+  const flags = SERVER_NODE_FLAGS.join(' ');
+  const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  t.match(pkg.scripts.start, `node ${flags} dist/src/cli.js serve`, 'npm start');
+  const cliSource = readFileSync(path.join(ROOT, 'src/cli.ts'), 'utf8');
+  t.equal(cliSource.split('\n')[0], `#!/usr/bin/env -S node ${flags}`, 'the kb-export shebang');
+  const cmd = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8').split('\n').find((l) => l.startsWith('CMD '));
+  t.equal(cmd, `CMD ${JSON.stringify(['node', ...SERVER_NODE_FLAGS, 'dist/src/cli.js', 'serve']).replace(/","/g, '", "')}`, 'the Docker image');
 });

@@ -8,6 +8,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../src/db/embedded.js';
+import { SERVER_NODE_FLAGS } from '../../src/server.js';
 
 export interface ServerProcess {
   /** `http://127.0.0.1:<port>` */
@@ -48,7 +49,11 @@ function exited(child: ChildProcess): Promise<void> {
 /** Starts bench/server.ts on a free port and resolves once it answers HTTP. Throws if it exits first. */
 export async function startServer(opts: ServerOptions): Promise<ServerProcess> {
   const port = await freePort();
-  const args = opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`, SERVER_JS] : [SERVER_JS];
+  const args = [
+    ...SERVER_NODE_FLAGS,
+    ...(opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : []),
+    SERVER_JS,
+  ];
   const child = spawn(process.execPath, args, {
     env: {
       ...process.env,
