@@ -276,7 +276,13 @@ function tokens(html: string): string[] {
   })();
   p.on('startTag', (t) => out.push(`<${t.tagName} ${JSON.stringify(t.attrs.map((a) => [a.name, a.value]))}${t.selfClosing ? '/' : ''}>`));
   p.on('endTag', (t) => out.push(`</${t.tagName}>`));
-  p.on('text', (t) => out.push(`T${t.text}`));
+  // parse5 cuts long text at its input buffer's waterline, which falls elsewhere when tags before
+  // it were serialised differently; adjacent text events are one text.
+  p.on('text', (t) => {
+    const last = out.length - 1;
+    if (last >= 0 && out[last]!.startsWith('T')) out[last] += t.text;
+    else out.push(`T${t.text}`);
+  });
   p.on('comment', (t) => out.push(`C${t.text}`));
   p.on('doctype', (t) => out.push(`D${t.name} ${t.publicId} ${t.systemId}`));
   p.run(html);

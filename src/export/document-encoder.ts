@@ -7,7 +7,7 @@
  * document is copied as bytes; only `cover.url` and a `contentHtml` that may hold a media URL
  * are decoded, rewritten and escaped here.
  */
-import { rewriteHtml } from './html-rewriter.js';
+import { HtmlMediaRewriter } from './html-rewriter.js';
 import type { JsonChunker } from './json-encoder.js';
 import { rewriteMediaUrl } from './media-url.js';
 import { DOC, type BookRow, type DocumentRow } from './query.js';
@@ -111,7 +111,9 @@ function contentHtml(j: Buffer | null, prefix: string): Buffer {
   if (j === null || isEmptyJson(j)) return NULL;
   if (!jsonHtmlMayNeedRewrite(j)) return j;
   const html = JSON.parse(j.toString('utf8')) as string;
-  const rewritten = rewriteHtml(html, prefix);
+  // The pre-check above already ran on the escaped text: straight to the tokenizer.
+  const rw = new HtmlMediaRewriter(prefix);
+  const rewritten = rw.write(html) + rw.end();
   return rewritten === html ? j : Buffer.from(JSON.stringify(rewritten));
 }
 
