@@ -9,6 +9,7 @@ import { parseBearer, verifyApiKey } from './auth/api-key.js';
 import type { Config } from './config.js';
 import type { Sql } from './db/connect.js';
 import { ApiError } from './errors.js';
+import { ExportCache, type ExportCacheKey } from './export/export-cache.js';
 import { EXPORT_HEADERS, streamExport } from './export/export-stream.js';
 import { BOOK_QUERY, type BookRow } from './export/query.js';
 import { frameworkErrors, installErrorHandling } from './http/error-handling.js';
@@ -20,6 +21,8 @@ export interface AppDeps {
   sql: Sql;
   /** Pool for export transactions: its size caps concurrent exports, so they never starve lookups. */
   exportSql: Sql;
+  /** Small export bodies kept in memory; by default one of config.exportCacheBytes. */
+  exportCache?: ExportCache;
   /** Logger options; tests pass false. */
   logger?: boolean | object;
 }
@@ -51,15 +54,17 @@ async function authenticate(sql: Sql, req: FastifyRequest): Promise<string> {
  * Throws ApiError BOOK_NOT_FOUND unless `userId` owns a knowledge base `slug` (export-api.md 4.1
  * rule 6, section 7 rule 1: another owner's book is indistinguishable from an unknown one).
  */
-async function requireBook(sql: Sql, userId: string, slug: string): Promise<void> {
+async function requireBook(sql: Sql, userId: string, slug: string): Promise<BookRow> {
   // A NUL byte can never be in a stored slug, and PostgreSQL rejects it in text parameters.
   const books = slug.includes('\0') ? [] : await sql.unsafe<BookRow[]>(BOOK_QUERY, [userId, slug]);
   if (books.length === 0) throw new ApiError('BOOK_NOT_FOUND');
+  return books[0]!;
 }
 
 /** Builds the app. Closing it closes the Redis client it opened, not the pools it was given. */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, sql, exportSql } = deps;
+  const cache = deps.exportCache ?? new ExportCache(config.exportCacheBytes);
   const app = Fastify({
     logger: deps.logger ?? loggerOptions(config.logLevel),
     trustProxy:
@@ -102,8 +107,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const includeContentHtml = booleanParam(req.query, 'includeContentHtml', true);
       // Answered from the lookup pool, so a 404 never waits behind running exports for an export
       // connection; the export reads the book again inside its snapshot (decisions.md D6.1).
-      await requireBook(sql, userId, req.params.bookSlug);
-      await exportTo(req, reply, userId, excludeCategories, includeContentHtml);
+      const book = await requireBook(sql, userId, req.params.bookSlug);
+      const key: ExportCacheKey = { bookId: book.id, version: book.export_version, excludeCategories, includeContentHtml };
+      // Only a body read at the book's current export version is served (export-cache.ts).
+      const cached = cache.get(key);
+      if (cached !== undefined) {
+        sendCached(reply, cached);
+        req.log.info({ bookSlug: req.params.bookSlug, bytes: cached.length }, 'export served from memory');
+        return;
+      }
+      await exportTo(req, reply, userId, key);
     });
 
     // HEAD answers what GET would (status and headers) without running the export.
@@ -116,13 +129,26 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     });
   });
 
+  /** Sends a kept body on the wire exactly as a streamed export goes: same headers, chunked. */
+  function sendCached(reply: FastifyReply, body: Buffer): void {
+    reply.hijack();
+    const res = reply.raw;
+    for (const [name, value] of Object.entries(reply.getHeaders())) {
+      if (value !== undefined) res.setHeader(name, value as string);
+    }
+    res.writeHead(200, EXPORT_HEADERS);
+    // write() before end(): end(body) alone would turn the response into a Content-Length one.
+    res.write(body);
+    res.end();
+  }
+
   async function exportTo(
     req: FastifyRequest<{ Params: { bookSlug: string } }>,
     reply: FastifyReply,
     userId: string,
-    excludeCategories: boolean,
-    includeContentHtml: boolean,
+    key: ExportCacheKey,
   ): Promise<void> {
+    const { excludeCategories, includeContentHtml } = key;
     const res = reply.raw;
     // Headers the rate limit set on the reply must survive writing to the raw response.
     for (const [name, value] of Object.entries(reply.getHeaders())) {
@@ -139,6 +165,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
           mediaProxyPrefix: config.mediaProxyPrefix,
           batchSize: config.exportBatchSize,
           stallTimeoutMs: config.stallTimeoutMs,
+          ...(cache.maxBytes > 0 ? { captureUpTo: cache.maxEntryBytes } : {}),
           onHeaders: () => reply.hijack(),
         },
       );
@@ -149,6 +176,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return;
     }
     reply.hijack();
+    if (result.body !== undefined) cache.set({ ...key, version: result.version }, result.body);
     req.log.info(
       { bookSlug: req.params.bookSlug, outcome: result.outcome, count: result.count, bytes: result.bytes, ms: Date.now() - started },
       'export finished',

@@ -38,6 +38,8 @@ export interface Config {
   exportConcurrency: number;
   /** Connections for key and book lookups, separate from exports so they never starve. */
   poolSize: number;
+  /** Bytes of small export bodies kept in memory (src/export/export-cache.ts); 0 turns it off. */
+  exportCacheBytes: number;
   /** Rows fetched from the export cursor per batch. */
   exportBatchSize: number;
   /** A client that reads nothing for this long is dropped, ending its snapshot. */
@@ -126,6 +128,7 @@ export function loadConfig(env: Env = process.env): Config {
     exportConcurrency: int(env, 'EXPORT_CONCURRENCY', 8, 1, 1000),
     poolSize: int(env, 'DB_POOL_SIZE', 10, 1, 1000),
     exportBatchSize: int(env, 'EXPORT_BATCH_SIZE', 1000, 1, 100_000),
+    exportCacheBytes: int(env, 'EXPORT_CACHE_BYTES', 16 * 1024 * 1024, 0, 1024 * 1024 * 1024),
     stallTimeoutMs: int(env, 'STALL_TIMEOUT_MS', 60_000, 100, 86_400_000),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 30_000, 0, 3_600_000),
   };

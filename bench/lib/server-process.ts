@@ -28,6 +28,8 @@ export interface ServerOptions {
   databaseUrl: string;
   /** Writes a `.cpuprofile` into this folder on exit (`node --cpu-prof`). */
   cpuProfDir?: string;
+  /** Node.js flags beside SERVER_NODE_FLAGS, for experiments. */
+  nodeFlags?: string[];
   /** Extra environment, e.g. EXPORT_BATCH_SIZE. */
   env?: Record<string, string>;
 }
@@ -51,6 +53,7 @@ export async function startServer(opts: ServerOptions): Promise<ServerProcess> {
   const port = await freePort();
   const args = [
     ...SERVER_NODE_FLAGS,
+    ...(opts.nodeFlags ?? []),
     ...(opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : []),
     SERVER_JS,
   ];

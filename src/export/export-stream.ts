@@ -30,6 +30,8 @@ export interface ExportSettings {
   stallTimeoutMs: number;
   /** Bytes per written chunk. */
   chunkSize?: number;
+  /** Keep a copy of the body when it is at most this many bytes (for the export cache). */
+  captureUpTo?: number;
   /** Called just before the status line is written (the caller takes over the response). */
   onHeaders?: () => void;
 }
@@ -38,6 +40,10 @@ export interface ExportResult {
   outcome: 'complete' | 'client-gone';
   count: number;
   bytes: number;
+  /** The book's export version in the snapshot; '' when the export did not get that far. */
+  version: string;
+  /** The whole body, when complete and within `captureUpTo`. */
+  body?: Buffer;
 }
 
 /** Response headers of a successful export (decisions.md D6.5). */
@@ -97,8 +103,17 @@ export async function streamExport(
   let count = 0;
   let started = false;
 
+  let captured: Buffer[] | null = settings.captureUpTo !== undefined ? [] : null;
+  let capturedBytes = 0;
+  let version = '';
   const flush = async () => {
-    await writer.write(chunker.take());
+    const chunk = chunker.take();
+    if (captured !== null) {
+      capturedBytes += chunk.length;
+      if (capturedBytes <= settings.captureUpTo!) captured.push(chunk);
+      else captured = null;
+    }
+    await writer.write(chunk);
   };
 
   // postgres.js 3.4.x writes small messages from a setImmediate; once the transaction's connection has
@@ -121,6 +136,7 @@ export async function streamExport(
         const books = req.bookSlug.includes('\0') ? [] : await tx.unsafe<BookRow[]>(BOOK_QUERY, [req.userId, req.bookSlug]);
         const book = books[0];
         if (!book) throw new ApiError('BOOK_NOT_FOUND');
+        version = book.export_version;
         live();
         await tx.unsafe(`DECLARE ${CURSOR} NO SCROLL CURSOR FOR ${documentQuery(req)}`, [book.id]);
         // Each FETCH is a query of its own: a dead connection rejects it, it cannot end the loop quietly.
@@ -172,11 +188,12 @@ export async function streamExport(
     chunker.push(encodeClosing(count));
     await flush();
     res.end();
-    return { outcome: 'complete', count, bytes: writer.bytes };
+    const body = captured === null ? undefined : Buffer.concat(captured, capturedBytes);
+    return { outcome: 'complete', count, bytes: writer.bytes, version, ...(body ? { body } : {}) };
   } catch (err) {
     if (err instanceof ClientGoneError) {
       res.destroy();
-      return { outcome: 'client-gone', count, bytes: writer.bytes };
+      return { outcome: 'client-gone', count, bytes: writer.bytes, version };
     }
     if (started || res.headersSent) {
       // No terminating chunk: the client sees an aborted body, never a complete-looking one.

@@ -6,9 +6,10 @@
 
 const iso = (col: string) => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
-/** Book columns in the order of export-api.md table 2.1; `$1` owner id, `$2` slug. */
+/** Book columns in the order of export-api.md table 2.1, then the export version; `$1` owner id, `$2` slug. */
 export const BOOK_QUERY = `
-  SELECT id, slug, name, description, cover_image, ${iso('created_at')} AS created_at, ${iso('updated_at')} AS updated_at
+  SELECT id, slug, name, description, cover_image, ${iso('created_at')} AS created_at, ${iso('updated_at')} AS updated_at,
+         export_version::text AS export_version
   FROM books
   WHERE owner_id = $1 AND slug = $2`;
 
@@ -21,6 +22,8 @@ export interface BookRow {
   cover_image: string | null;
   created_at: string;
   updated_at: string;
+  /** Bumped with every change to what the export holds (sql/0002_export_version.sql); a bigint as text. */
+  export_version: string;
 }
 
 /**

@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { connect, type Sql } from '../../src/db/connect.js';
+import { ExportCache } from '../../src/export/export-cache.js';
 import { loadSeed } from '../../src/load/seed-loader.js';
 import type { LoadSummary } from '../../src/load/seed-writer.js';
 import { createTestDatabase, type TestDatabase } from './db.js';
@@ -23,6 +24,8 @@ export interface TestServer {
   db: TestDatabase;
   /** The export pool the app was given. */
   exportSql: Sql;
+  /** The app's cache of small export bodies. */
+  exportCache: ExportCache;
 }
 
 /** Builds and starts the app on a fresh database; env overrides go through loadConfig like production. */
@@ -30,7 +33,8 @@ export async function startServer(t: Teardown, env: Record<string, string> = {},
   const database = db ?? (await createTestDatabase(t));
   const config = loadConfig({ RATE_LIMIT_MAX: '100000', ...env, DATABASE_URL: database.url });
   const exportSql = connect(database.url, { max: config.exportConcurrency, applicationName: 'kbx-test-export' });
-  const app = await buildApp({ config, sql: database.sql, exportSql, logger: false });
+  const exportCache = new ExportCache(config.exportCacheBytes);
+  const app = await buildApp({ config, sql: database.sql, exportSql, exportCache, logger: false });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : 0;
@@ -38,7 +42,7 @@ export async function startServer(t: Teardown, env: Record<string, string> = {},
     await app.close();
     await exportSql.end({ timeout: 1 });
   });
-  return { url: `http://127.0.0.1:${port}`, app, config, db: database, exportSql };
+  return { url: `http://127.0.0.1:${port}`, app, config, db: database, exportSql, exportCache };
 }
 
 /** Loads a seed object (seed-format.md) through the real streaming loader. */
