@@ -62,7 +62,7 @@ t.test('SIGTERM lets a running export finish, then the server exits 0', async (t
   await db.sql.begin(async (tx) => {
     const w = new SeedWriter(tx);
     await w.begin();
-    for (const d of generateDocuments({ bookId: 'b-u1', documents: 3000, seed: 7 })) await w.addDocument('b-u1', d);
+    for (const d of generateDocuments({ bookId: 'b-u1', documents: 3000, seed: 7, paragraphs: 2 })) await w.addDocument('b-u1', d);
     await w.finish();
   });
   const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', EXPORT_BATCH_SIZE: '20', SHUTDOWN_GRACE_MS: '20000' });

@@ -28,7 +28,7 @@ interface Dataset {
 }
 
 /** Seeds user u1 (key kbx_u1) with book `kb` holding `n` generated documents (bench/generate.ts). */
-async function seedGenerated(sql: Sql, n: number, paragraphs = 6): Promise<Dataset> {
+async function seedGenerated(sql: Sql, n: number, paragraphs = 2): Promise<Dataset> {
   await seed(sql, simpleSeed([]));
   const ids: string[] = [];
   await sql.begin(async (tx) => {
