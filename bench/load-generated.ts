@@ -15,6 +15,7 @@ import { finished } from 'node:stream/promises';
 import type postgres from 'postgres';
 import { hashApiKey } from '../src/auth/api-key.js';
 import type { SeedDocument } from '../src/load/seed-types.js';
+import { editorState } from '../src/load/seed-writer.js';
 import { documentsForSize, generatedBook, generateDocuments, type SizeName } from './generate.js';
 
 type Sql = postgres.Sql;
@@ -61,17 +62,6 @@ export function pgTextArray(a: readonly string[]): string {
     out += '"' + a[i]!.replace(/["\\]/g, '\\$&') + '"';
   }
   return out + '}';
-}
-
-const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
-
-/**
- * contentYjs bytes as SeedWriter stores them: the base64 decoding, or the text's own UTF-8 bytes
- * when it is not base64 (the seed loader accepts placeholders, seed-format.md rule 4).
- */
-function editorState(text: string): Buffer {
-  const compact = text.replace(/\s+/g, '');
-  return BASE64.test(compact) ? Buffer.from(compact, 'base64') : Buffer.from(text, 'utf8');
 }
 
 const NULL = '\\N';

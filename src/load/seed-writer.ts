@@ -37,7 +37,7 @@ const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
  * contentYjs bytes: the base64 (or base64url) decoding, or the text's own UTF-8 bytes when it is
  * not base64, so a placeholder loads rather than failing (seed-format.md rule 4, rule 6).
  */
-function editorState(text: string): Buffer {
+export function editorState(text: string): Buffer {
   const compact = text.replace(/\s+/g, '');
   return BASE64.test(compact) ? Buffer.from(compact, 'base64') : Buffer.from(text, 'utf8');
 }

@@ -3,10 +3,10 @@ import t from 'tap';
 import { BATCH_CHARS, nextBatchSize } from '../../src/export/export-stream.js';
 import type { DocumentRow } from '../../src/export/query.js';
 
-function rowWith(htmlChars: number, strChars: number): DocumentRow {
+function rowWith(htmlBytes: number, strBytes: number): DocumentRow {
   const row = new Array(18).fill(null) as unknown as DocumentRow;
-  row[16] = strChars === 0 ? null : 'x'.repeat(strChars);
-  row[17] = htmlChars === 0 ? null : 'y'.repeat(htmlChars);
+  row[16] = strBytes === 0 ? null : Buffer.alloc(strBytes, 0x78);
+  row[17] = htmlBytes === 0 ? null : Buffer.alloc(htmlBytes, 0x79);
   return row;
 }
 
