@@ -260,7 +260,7 @@ async function main(): Promise<void> {
     .parse();
   const opts = program.opts<{ quick: boolean; write: boolean }>();
   const plan: Plan = opts.quick
-    ? { quick: true, sizes: { small: SIZES.small, medium: 2_000, large: 10_000 }, largeRuns: 3, ttfbRuns: 5, autocannonSeconds: 5 }
+    ? { quick: true, sizes: { small: SIZES.small, medium: 1_000, large: 5_000 }, largeRuns: 2, ttfbRuns: 5, autocannonSeconds: 5 }
     : { quick: false, sizes: { small: SIZES.small, medium: SIZES.medium, large: SIZES.large }, largeRuns: 1, ttfbRuns: 7, autocannonSeconds: 20 };
   const started = Date.now();
   const db = await openBenchDatabase();
