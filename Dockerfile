@@ -24,4 +24,4 @@ COPY --chown=root:root sql ./sql
 USER node
 EXPOSE 3000
 # Run directly, not through npm, so SIGTERM reaches the server and its graceful shutdown.
-CMD ["node", "--max-semi-space-size=2", "dist/src/cli.js", "serve"]
+CMD ["node", "--max-semi-space-size=2", "--heap-growing-percent=100", "dist/src/cli.js", "serve"]

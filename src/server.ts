@@ -14,11 +14,14 @@ import { ensureDemo } from './demo.js';
 
 /**
  * Node.js flags the server runs with (the `kb-export` shebang, `npm start`, the Dockerfile and the
- * benchmarks pass them). V8 otherwise grows its young generation to 3 × 16 MiB under the export's
- * allocation rate, which alone lifts peak RSS by 25–40 MB; 2 MiB semi-spaces keep it near the idle
- * footprint at no measurable cost in throughput (bench/RESULTS.md).
+ * benchmarks pass them), to keep peak RSS flat (bench/optimisations.md):
+ * - V8 otherwise grows its young generation to 3 × 16 MiB under the export's allocation rate,
+ *   which alone lifts peak RSS by 25–40 MB; 2 MiB semi-spaces cost no measurable throughput.
+ * - After each full collection V8 lets the old generation grow by up to 4 × what survived before
+ *   collecting again; the strings of rewritten HTML documents then pile up to 50+ MB of garbage.
+ *   A factor of 2 takes the HTML export's peak from ~156 MB to ~120 MB for about 5 % of its speed.
  */
-export const SERVER_NODE_FLAGS = ['--max-semi-space-size=2'] as const;
+export const SERVER_NODE_FLAGS = ['--max-semi-space-size=2', '--heap-growing-percent=100'] as const;
 
 export interface ServeOptions {
   /** Seed the demo knowledge base into an empty embedded database and print a key and a curl command. */
