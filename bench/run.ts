@@ -97,8 +97,9 @@ async function throughput(
     );
   }
   notes.push(
-    `1: time from request to the last byte, median of ${plan.largeRuns} run(s), against COPY of the export's own cursor query ` +
-      '(same rows, columns, order) drained by the same client process; every export body is checked to end with meta.count ' +
+    `1: time from request to the last byte, median of ${plan.largeRuns} run(s), against COPY of the exported columns as stored ` +
+      "(same rows, columns, order; without the to_json the export's own cursor asks PostgreSQL for) drained by the same " +
+      'client process; every export body is checked to end with meta.count ' +
       'equal to the documents in the database.',
   );
   return { rows, notes, peakLarge, bodyBytes };
