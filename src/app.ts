@@ -11,6 +11,7 @@ import type { Sql } from './db/connect.js';
 import { ApiError } from './errors.js';
 import { ExportCache, type ExportCacheKey } from './export/export-cache.js';
 import { EXPORT_HEADERS, streamExport } from './export/export-stream.js';
+import { RewritePool } from './export/rewrite-pool.js';
 import { BOOK_QUERY, type BookRow } from './export/query.js';
 import { frameworkErrors, installErrorHandling } from './http/error-handling.js';
 import { booleanParam } from './http/params.js';
@@ -23,6 +24,8 @@ export interface AppDeps {
   exportSql: Sql;
   /** Small export bodies kept in memory; by default one of config.exportCacheBytes. */
   exportCache?: ExportCache;
+  /** Rewrite workers; by default config.rewriteWorkers of them, started (and closed) by the app. */
+  rewritePool?: RewritePool;
   /** Logger options; tests pass false. */
   logger?: boolean | object;
 }
@@ -61,10 +64,15 @@ async function requireBook(sql: Sql, userId: string, slug: string): Promise<Book
   return books[0]!;
 }
 
-/** Builds the app. Closing it closes the Redis client it opened, not the pools it was given. */
+/**
+ * Builds the app. Closing it closes the Redis client and the rewrite workers it started, not the
+ * database pools or rewrite workers it was given.
+ */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, sql, exportSql } = deps;
   const cache = deps.exportCache ?? new ExportCache(config.exportCacheBytes);
+  const ownPool = deps.rewritePool === undefined && config.rewriteWorkers > 0 ? new RewritePool(config.rewriteWorkers) : undefined;
+  const rewritePool = deps.rewritePool ?? ownPool;
   const app = Fastify({
     logger: deps.logger ?? loggerOptions(config.logLevel),
     trustProxy:
@@ -79,6 +87,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     frameworkErrors,
   });
   installErrorHandling(app);
+  if (ownPool) app.addHook('onClose', () => ownPool.close());
 
   let redis: Redis | undefined;
   if (config.redisUrl) {
@@ -164,6 +173,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         {
           mediaProxyPrefix: config.mediaProxyPrefix,
           batchSize: config.exportBatchSize,
+          ...(rewritePool ? { rewritePool, offloadBytes: config.rewriteOffloadBytes } : {}),
           stallTimeoutMs: config.stallTimeoutMs,
           ...(cache.maxBytes > 0 ? { captureUpTo: cache.maxEntryBytes } : {}),
           onHeaders: () => reply.hijack(),

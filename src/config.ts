@@ -3,6 +3,7 @@
  * A bad value throws ConfigError naming the variable, so start-up stops with a message.
  */
 import { isIP, isIPv4 } from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { normalizeMediaPrefix } from './export/media-url.js';
 
@@ -42,6 +43,10 @@ export interface Config {
   exportCacheBytes: number;
   /** Rows fetched from the export cursor per batch. */
   exportBatchSize: number;
+  /** Worker threads that rewrite contentHtml off the event loop (src/export/rewrite-pool.ts); 0: none. */
+  rewriteWorkers: number;
+  /** Bytes of flagged contentHtml a batch needs before it goes to a rewrite worker. */
+  rewriteOffloadBytes: number;
   /** A client that reads nothing for this long is dropped, ending its snapshot. */
   stallTimeoutMs: number;
   /** How long running exports may take to finish on SIGTERM/SIGINT. */
@@ -100,6 +105,11 @@ function isAddressOrCidr(entry: string): boolean {
   return family === 4 && isIPv4(range);
 }
 
+/** One rewrite worker per core beyond the event loop's, at most 4; none on a single core. */
+export function defaultRewriteWorkers(): number {
+  return Math.max(0, Math.min(4, os.availableParallelism() - 1));
+}
+
 /** Reads and validates the environment. Throws ConfigError naming the first bad variable. */
 export function loadConfig(env: Env = process.env): Config {
   let mediaProxyPrefix: string;
@@ -129,6 +139,8 @@ export function loadConfig(env: Env = process.env): Config {
     poolSize: int(env, 'DB_POOL_SIZE', 10, 1, 1000),
     exportBatchSize: int(env, 'EXPORT_BATCH_SIZE', 1000, 1, 100_000),
     exportCacheBytes: int(env, 'EXPORT_CACHE_BYTES', 16 * 1024 * 1024, 0, 1024 * 1024 * 1024),
+    rewriteWorkers: int(env, 'REWRITE_WORKERS', defaultRewriteWorkers(), 0, 64),
+    rewriteOffloadBytes: int(env, 'REWRITE_OFFLOAD_BYTES', 64 * 1024, 0, 1024 * 1024 * 1024),
     stallTimeoutMs: int(env, 'STALL_TIMEOUT_MS', 60_000, 100, 86_400_000),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 30_000, 0, 3_600_000),
   };

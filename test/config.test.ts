@@ -1,9 +1,10 @@
 /**
  * loadConfig: defaults, normalisation, and a ConfigError naming the variable for each bad value.
  */
+import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { ConfigError, defaultRewriteWorkers, loadConfig } from '../src/config.js';
 
 t.test('defaults', async (t) => {
   const c = loadConfig({});
@@ -19,6 +20,17 @@ t.test('defaults', async (t) => {
   t.equal(c.rateLimitWindowMs, 60_000);
   t.equal(c.stallTimeoutMs, 60_000);
   t.ok(c.exportConcurrency >= 1 && c.poolSize >= 1 && c.exportBatchSize >= 1);
+  t.equal(c.rewriteWorkers, defaultRewriteWorkers());
+  t.equal(c.rewriteOffloadBytes, 65_536);
+});
+
+t.test('rewrite workers: one per core beyond the event loop, at most 4; REWRITE_WORKERS=0 turns them off', async (t) => {
+  const n = defaultRewriteWorkers();
+  t.ok(n >= 0 && n <= 4);
+  t.equal(n, Math.min(4, os.availableParallelism() - 1));
+  t.equal(loadConfig({ REWRITE_WORKERS: '0' }).rewriteWorkers, 0);
+  t.equal(loadConfig({ REWRITE_WORKERS: '3', REWRITE_OFFLOAD_BYTES: '0' }).rewriteWorkers, 3);
+  t.equal(loadConfig({ REWRITE_OFFLOAD_BYTES: '0' }).rewriteOffloadBytes, 0);
 });
 
 t.test('empty or blank values mean unset', async (t) => {
@@ -98,6 +110,9 @@ t.test('each bad value throws ConfigError naming the variable', async (t) => {
     ['STALL_TIMEOUT_MS', '-1'],
     ['STALL_TIMEOUT_MS', '5'],
     ['HOST', 'a b'],
+    ['REWRITE_WORKERS', '65'],
+    ['REWRITE_WORKERS', 'two'],
+    ['REWRITE_OFFLOAD_BYTES', '-5'],
   ];
   for (const [name, value] of cases) {
     let error: unknown;

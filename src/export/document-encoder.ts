@@ -106,23 +106,46 @@ export function jsonHtmlMayNeedRewrite(json: Buffer): boolean {
   return MEDIA_TAG.test(s) || (ANCHOR_MARKERS.test(s) && ANCHOR_TAG.test(s));
 }
 
-/** contentHtml's JSON text with its media URLs rewritten (export-api.md 2.2 rule 1, decisions.md D3). */
-function contentHtml(j: Buffer | null, prefix: string): Buffer {
-  if (j === null || isEmptyJson(j)) return NULL;
-  if (!jsonHtmlMayNeedRewrite(j)) return j;
+/**
+ * Whether contentHtml's JSON text `j` (a column as the cursor returns it, or null) goes through
+ * the tokenizer: not null, not `""`, and flagged by jsonHtmlMayNeedRewrite.
+ */
+export function contentHtmlNeedsRewrite(j: Buffer | null): j is Buffer {
+  return j !== null && !isEmptyJson(j) && jsonHtmlMayNeedRewrite(j);
+}
+
+/**
+ * The JSON text of a flagged contentHtml (`j`, see contentHtmlNeedsRewrite) with its media URLs
+ * rewritten (export-api.md 2.2 rule 1, decisions.md D3): decoded, tokenized, escaped again; null
+ * when nothing changed. The rewrite workers (rewrite-batch.ts) encode it straight into their reply.
+ */
+export function rewriteContentHtmlText(j: Buffer, prefix: string): string | null {
   const html = JSON.parse(j.toString('utf8')) as string;
-  // The pre-check above already ran on the escaped text: straight to the tokenizer.
+  // The pre-check already ran on the escaped text: straight to the tokenizer.
   const rw = new HtmlMediaRewriter(prefix);
   const rewritten = rw.write(html) + rw.end();
-  return rewritten === html ? j : Buffer.from(JSON.stringify(rewritten));
+  return rewritten === html ? null : JSON.stringify(rewritten);
+}
+
+/** rewriteContentHtmlText as bytes: `j` itself when nothing changed. */
+export function rewriteContentHtmlJson(j: Buffer, prefix: string): Buffer {
+  const text = rewriteContentHtmlText(j, prefix);
+  return text === null ? j : Buffer.from(text);
+}
+
+/** contentHtml's JSON text as exported (decisions.md D2.1, D3). */
+function contentHtml(j: Buffer | null, prefix: string): Buffer {
+  if (j === null || isEmptyJson(j)) return NULL;
+  return jsonHtmlMayNeedRewrite(j) ? rewriteContentHtmlJson(j, prefix) : j;
 }
 
 /**
  * Appends one document object to `out`: every field of table 2.2 in its order (export-api.md 2.2
  * rule 3, D2.5), cover.url and contentHtml through the media rewriter (export-api.md 2.2 rule 1,
- * decisions.md D3).
+ * decisions.md D3). `rewrittenHtml`, when given, is contentHtml's JSON text already rewritten
+ * (by a rewrite worker, rewriteContentHtmlJson) and is written as it is.
  */
-export function encodeDocument(row: DocumentRow, mediaPrefix: string, out: JsonChunker): void {
+export function encodeDocument(row: DocumentRow, mediaPrefix: string, out: JsonChunker, rewrittenHtml?: Buffer): void {
   const coverUrl = row[DOC.coverUrl];
   out.push(KEY.id);
   out.push(row[DOC.id]);
@@ -163,6 +186,6 @@ export function encodeDocument(row: DocumentRow, mediaPrefix: string, out: JsonC
   out.push(KEY.contentStr);
   out.push(orNull(row[DOC.contentStr]));
   out.push(KEY.contentHtml);
-  out.push(contentHtml(row[DOC.contentHtml], mediaPrefix));
+  out.push(rewrittenHtml ?? contentHtml(row[DOC.contentHtml], mediaPrefix));
   out.push(KEY.end);
 }

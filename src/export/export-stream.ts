@@ -1,7 +1,8 @@
 /**
  * The export pipeline: one READ ONLY, REPEATABLE READ transaction holds the book lookup and a cursor
- * over the documents (decisions.md D6.1); each batch is encoded and written with backpressure before
- * the next is fetched, so memory is bounded whatever the knowledge base's size.
+ * over the documents (decisions.md D6.1); each batch is encoded and written with backpressure while
+ * at most the next is fetched (and, with rewrite workers, the one after it rewritten), so memory is
+ * bounded whatever the knowledge base's size.
  *
  * Failure rules (decisions.md D6.2–D6.4): headers go out only after the first batch was read, so an
  * earlier failure is a proper 500 envelope; the closing `],"meta":…}` is written only after the
@@ -11,10 +12,11 @@
 import type { ServerResponse } from 'node:http';
 import type { Sql } from '../db/connect.js';
 import { ApiError } from '../errors.js';
-import { encodeClosing, encodeDocument, encodeOpening } from './document-encoder.js';
+import { contentHtmlNeedsRewrite, encodeClosing, encodeDocument, encodeOpening } from './document-encoder.js';
 import { JsonChunker } from './json-encoder.js';
 import { BOOK_QUERY, DOC, documentQuery, type BookRow, type DocumentQueryOptions, type DocumentRow } from './query.js';
 import { ClientGoneError, ResponseWriter } from './response-writer.js';
+import type { RewritePool } from './rewrite-pool.js';
 
 export interface ExportRequest extends DocumentQueryOptions {
   userId: string;
@@ -32,6 +34,13 @@ export interface ExportSettings {
   chunkSize?: number;
   /** Keep a copy of the body when it is at most this many bytes (for the export cache). */
   captureUpTo?: number;
+  /** Worker threads for contentHtml; without them it is rewritten on the event loop. */
+  rewritePool?: RewritePool;
+  /**
+   * Bytes of flagged contentHtml a batch must hold before it goes to the rewrite pool; smaller
+   * batches are rewritten on the event loop, where they cost less than the round trip.
+   */
+  offloadBytes?: number;
   /** Called just before the status line is written (the caller takes over the response). */
   onHeaders?: () => void;
 }
@@ -58,7 +67,49 @@ const CURSOR = 'kb_export_cursor';
 export const FIRST_BATCH_ROWS = 16;
 /** Default bytes of row text per batch. */
 export const BATCH_CHARS = 2 * 1024 * 1024;
+/**
+ * The default with rewrite workers: three batches are then in flight (encoded, rewritten, fetched)
+ * instead of two; half the size keeps the peak ~12 MB lower at the same speed (bench/optimisations.md).
+ */
+export const POOL_BATCH_CHARS = 1024 * 1024;
 const COMMA = Buffer.from(',');
+/** Default of ExportSettings.offloadBytes. */
+export const OFFLOAD_BYTES = 64 * 1024;
+
+/** A fetched batch, with its contentHtml being rewritten by the pool when it was worth sending. */
+interface Batch {
+  rows: DocumentRow[];
+  /** Per row: contentHtml's rewritten JSON text, or undefined (the encoder rewrites it itself). */
+  html: Promise<(Buffer | undefined)[]> | null;
+}
+
+/**
+ * Starts rewriting the flagged contentHtml of `rows` on `pool`, when they hold at least
+ * `offloadBytes`; null means the batch is rewritten by the encoder on the event loop.
+ */
+function offload(rows: DocumentRow[], pool: RewritePool | undefined, prefix: string, offloadBytes: number): Batch['html'] {
+  if (pool === undefined) return null;
+  const at: number[] = [];
+  const texts: Buffer[] = [];
+  let bytes = 0;
+  rows.forEach((row, i) => {
+    const j = row[DOC.contentHtml];
+    if (contentHtmlNeedsRewrite(j)) {
+      at.push(i);
+      texts.push(j);
+      bytes += j.length;
+    }
+  });
+  if (texts.length === 0 || bytes < offloadBytes) return null;
+  const html = pool.rewrite(texts, prefix).then((out) => {
+    const perRow = new Array<Buffer | undefined>(rows.length);
+    at.forEach((row, k) => (perRow[row] = out[k]));
+    return perRow;
+  });
+  // Awaited when the batch is encoded; until then a rejection must not count as unhandled.
+  html.catch(() => {});
+  return html;
+}
 
 /** Bytes a row holds, roughly: its two bodies plus a constant for the other columns. */
 function rowChars(row: DocumentRow): number {
@@ -99,7 +150,8 @@ export async function streamExport(
   const writer = new ResponseWriter(res, settings.stallTimeoutMs);
   const chunker = new JsonChunker(settings.chunkSize);
   const maxRows = Math.max(1, Math.trunc(settings.batchSize));
-  const batchChars = settings.batchChars ?? BATCH_CHARS;
+  const batchChars = settings.batchChars ?? (settings.rewritePool ? POOL_BATCH_CHARS : BATCH_CHARS);
+  const offloadBytes = settings.offloadBytes ?? OFFLOAD_BYTES;
   let count = 0;
   let started = false;
 
@@ -127,6 +179,16 @@ export async function streamExport(
   const live = () => {
     if (lost !== null) throw lost;
   };
+  const encodeBatch = async (batch: Batch) => {
+    const html = batch.html === null ? null : await batch.html;
+    writer.check();
+    for (let i = 0; i < batch.rows.length; i++) {
+      if (count > 0) chunker.push(COMMA);
+      encodeDocument(batch.rows[i]!, settings.mediaProxyPrefix, chunker, html?.[i]);
+      count++;
+      if (chunker.full) await flush();
+    }
+  };
 
   try {
     const transaction = sql.begin('READ ONLY ISOLATION LEVEL REPEATABLE READ', async (tx) => {
@@ -148,28 +210,34 @@ export async function streamExport(
           return { n, rows: q as unknown as Promise<DocumentRow[]> };
         };
         let next: { n: number; rows: Promise<DocumentRow[]> } | null = fetchRows(Math.min(maxRows, FIRST_BATCH_ROWS));
+        // A batch whose contentHtml is with the rewrite pool waits here while the previous one is
+        // encoded and written: the event loop and a worker each have a batch to work on.
+        let pending: Batch | null = null;
         while (next !== null) {
           const rows: DocumentRow[] = await next.rows;
           writer.check();
           // FETCH returns fewer rows than asked only at the cursor's end. Otherwise the next batch is
           // asked for now, so PostgreSQL reads and sends it while this one is encoded and written.
           next = rows.length < next.n ? null : fetchRows(nextBatchSize(rows, batchChars, maxRows));
+          const batch: Batch = { rows, html: offload(rows, settings.rewritePool, settings.mediaProxyPrefix, offloadBytes) };
           if (!started) {
-            // decisions.md D6.2: the status line goes out only once the first batch was read.
+            // decisions.md D6.2: the status line goes out only once the first batch was read and
+            // rewritten, so a failure up to here is still answered with an envelope.
+            if (batch.html !== null) await batch.html;
+            writer.check();
             settings.onHeaders?.();
             res.writeHead(200, EXPORT_HEADERS);
             started = true;
             chunker.push(encodeOpening(book));
+            // The first batch goes out at once: time to first byte does not wait for a full chunk.
+            await encodeBatch(batch);
+            await flush();
+            continue;
           }
-          for (const row of rows) {
-            if (count > 0) chunker.push(COMMA);
-            encodeDocument(row, settings.mediaProxyPrefix, chunker);
-            count++;
-            if (chunker.full) await flush();
-          }
-          // The first batch goes out at once: time to first byte does not wait for a full chunk.
-          if (count === rows.length) await flush();
+          if (pending !== null) await encodeBatch(pending);
+          pending = batch;
         }
+        if (pending !== null) await encodeBatch(pending);
         live();
         await tx.unsafe(`CLOSE ${CURSOR}`);
       } catch (err) {

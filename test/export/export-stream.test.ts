@@ -14,6 +14,7 @@ import { pick } from 'stream-json/filters/pick.js';
 import { streamArray } from 'stream-json/streamers/stream-array.js';
 import { generateDocuments } from '../../bench/generate.js';
 import type { Sql } from '../../src/db/connect.js';
+import { RewritePool } from '../../src/export/rewrite-pool.js';
 import { SeedWriter } from '../../src/load/seed-writer.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { seed, simpleSeed, startServer, type TestServer } from '../helpers/app.js';
@@ -159,6 +160,62 @@ t.test('the body streams in chunks and parses incrementally (D6.2, export-api.md
   const parsed = JSON.parse(await whole.body.text()) as { meta: { count: number }; documents: unknown[] };
   t.equal(parsed.meta.count, big.ids.length);
   t.equal(parsed.documents.length, big.ids.length);
+});
+
+t.test('rewrite workers give the same body byte for byte as rewriting on the event loop', async (t) => {
+  const inline = await startServer(t, { EXPORT_BATCH_SIZE: '50', REWRITE_WORKERS: '0', EXPORT_CACHE_BYTES: '0' }, shared);
+  // Every batch with a flagged contentHtml goes to the two workers, whatever its size.
+  const workers = await startServer(
+    t,
+    { EXPORT_BATCH_SIZE: '50', REWRITE_WORKERS: '2', REWRITE_OFFLOAD_BYTES: '0', EXPORT_CACHE_BYTES: '0' },
+    shared,
+  );
+  const get = async (server: TestServer, query: string) => {
+    const res = await request(exportUrl(server, 'kb', query), { headers: AUTH });
+    t.equal(res.statusCode, 200);
+    return Buffer.from(await res.body.arrayBuffer());
+  };
+  for (const query of ['', '?excludeCategories=false']) {
+    const [a, b] = await Promise.all([get(inline, query), get(workers, query)]);
+    t.ok(a.includes('src=\\"/media/'), `${query || 'default'}: the body holds rewritten media URLs`);
+    t.ok(a.equals(b), `${query || 'default'}: identical bodies (${a.length} bytes)`);
+  }
+  // Concurrent exports share the workers; each gets its own batches back.
+  const bodies = await Promise.all([1, 2, 3].map(() => get(workers, '')));
+  const expected = await get(inline, '');
+  bodies.forEach((body, i) => t.ok(body.equals(expected), `concurrent export ${i + 1}`));
+});
+
+/** A pool whose worker answers one batch and exits on the next (fixtures/second-batch-exits-worker.ts). */
+function exitingPool(t: { teardown(fn: () => unknown): void }): RewritePool {
+  const ext = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
+  const pool = new RewritePool(1, { workerUrl: new URL(`./fixtures/second-batch-exits-worker.${ext}`, import.meta.url) });
+  t.teardown(() => pool.close());
+  return pool;
+}
+
+t.test('a rewrite worker that dies before the first byte: a 500 EXPORT_FAILED envelope (D6.2)', async (t) => {
+  const pool = exitingPool(t);
+  await pool.rewrite([Buffer.from('"<img src=\\"a.png\\">"')], '/media/');
+  const env = { EXPORT_BATCH_SIZE: '50', REWRITE_OFFLOAD_BYTES: '0', EXPORT_CACHE_BYTES: '0' };
+  const server = await startServer(t, env, shared, { rewritePool: pool });
+  const res = await request(exportUrl(server), { headers: AUTH });
+  t.equal(res.statusCode, 500, "the first batch was the worker's second");
+  t.match(await res.body.json(), { success: false, code: 'EXPORT_FAILED' });
+});
+
+t.test('a rewrite worker that dies after the first byte: the body aborts, never parseable (D6.3)', async (t) => {
+  const env = { EXPORT_BATCH_SIZE: '50', REWRITE_OFFLOAD_BYTES: '0', EXPORT_CACHE_BYTES: '0' };
+  const server = await startServer(t, env, shared, { rewritePool: exitingPool(t) });
+  const res = await request(exportUrl(server), { headers: AUTH });
+  t.equal(res.statusCode, 200, 'the first batch was rewritten');
+  const { text, error } = await drain(res.body, []);
+  t.ok(error !== null, 'the body ends in an error, not a clean end');
+  t.throws(() => JSON.parse(text), 'and does not parse');
+  t.notMatch(text.slice(-200), /"meta"/, 'no meta.count');
+  const next = await request(exportUrl(server, 'kb', '?includeContentHtml=false'), { headers: AUTH });
+  t.equal(next.statusCode, 200, 'the server lives on; an export without HTML needs no worker');
+  t.equal(idsOf(await next.body.text()).length, big.ids.length);
 });
 
 t.test('database connection killed mid-export aborts the response, never a parseable body (D6.3)', async (t) => {

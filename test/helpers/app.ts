@@ -5,7 +5,7 @@
  */
 import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../../src/app.js';
+import { buildApp, type AppDeps } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { connect, type Sql } from '../../src/db/connect.js';
 import { ExportCache } from '../../src/export/export-cache.js';
@@ -28,13 +28,21 @@ export interface TestServer {
   exportCache: ExportCache;
 }
 
-/** Builds and starts the app on a fresh database; env overrides go through loadConfig like production. */
-export async function startServer(t: Teardown, env: Record<string, string> = {}, db?: TestDatabase): Promise<TestServer> {
+/**
+ * Builds and starts the app on a fresh database (or `db`); env overrides go through loadConfig like
+ * production; `deps` replaces parts the app would otherwise build itself (e.g. its rewrite workers).
+ */
+export async function startServer(
+  t: Teardown,
+  env: Record<string, string> = {},
+  db?: TestDatabase,
+  deps: Pick<AppDeps, 'rewritePool'> = {},
+): Promise<TestServer> {
   const database = db ?? (await createTestDatabase(t));
   const config = loadConfig({ RATE_LIMIT_MAX: '100000', ...env, DATABASE_URL: database.url });
   const exportSql = connect(database.url, { max: config.exportConcurrency, applicationName: 'kbx-test-export' });
   const exportCache = new ExportCache(config.exportCacheBytes);
-  const app = await buildApp({ config, sql: database.sql, exportSql, exportCache, logger: false });
+  const app = await buildApp({ config, sql: database.sql, exportSql, exportCache, logger: false, ...deps });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : 0;
