@@ -11,6 +11,7 @@ import { connect } from './db/connect.js';
 import { openDatabase } from './db/database.js';
 import { migrate } from './db/migrate.js';
 import { ensureDemo } from './demo.js';
+import { trackUnusedConnections } from './http/shutdown.js';
 
 /**
  * Node.js flags the server runs with (the `kb-export` shebang, `npm start`, the Dockerfile and the
@@ -48,6 +49,7 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
     throw err;
   }
   const app = await buildApp({ config, sql, exportSql });
+  const connections = trackUnusedConnections(app.server);
   try {
     await opts.beforeListen?.(app);
     await app.listen({ host: config.host, port: config.port });
@@ -60,8 +62,9 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
     if (err) app.log.error({ err }, 'closing after an unexpected error');
     else app.log.info({ signal }, 'closing: running exports may finish');
     // A keep-alive connection whose export finishes during the grace period would otherwise hold
-    // the server open until its keep-alive timeout: close each one as soon as it is idle.
-    const sweep = setInterval(() => app.server.closeIdleConnections(), 100);
+    // the server open until its keep-alive timeout: close each one as soon as it is idle, and
+    // those that never sent a request (http/shutdown.ts).
+    const sweep = setInterval(() => connections.closeIdle(), 100);
     try {
       await app.close();
     } finally {

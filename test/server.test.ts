@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import { connect } from 'node:net';
 import t from 'tap';
 import { request } from 'undici';
 import { SeedWriter } from '../src/load/seed-writer.js';
@@ -93,6 +94,24 @@ t.test('SIGTERM lets a running export finish, then the server exits 0', async (t
     () => 'refused',
   );
   t.equal(after, 'refused', 'nothing listens after shutdown');
+});
+
+t.test('SIGTERM does not wait for a connection that never sent a request', async (t) => {
+  const db = await createTestDatabase(t);
+  const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', SHUTDOWN_GRACE_MS: '20000' });
+  t.teardown(() => {
+    s.child.kill('SIGKILL');
+  });
+  const base = new URL(await waitFor('listening', listening(s)));
+  // A client's spare keep-alive connection (a browser's preconnect does the same).
+  const silent = connect(Number(base.port), base.hostname);
+  silent.on('error', () => {});
+  await new Promise((r) => silent.once('connect', r));
+  const t0 = Date.now();
+  s.child.kill('SIGTERM');
+  t.equal(await s.exited, 0, 'exit code 0');
+  t.ok(Date.now() - t0 < 10_000, `exited in ${Date.now() - t0} ms, not at the end of the 20 s grace period`);
+  silent.destroy();
 });
 
 t.test('serve --demo on an empty embedded database prints a working key and curl, and stops its database', async (t) => {
