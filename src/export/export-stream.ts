@@ -68,10 +68,11 @@ export const FIRST_BATCH_ROWS = 16;
 /** Default bytes of row text per batch. */
 export const BATCH_CHARS = 2 * 1024 * 1024;
 /**
- * The default with rewrite workers: three batches are then in flight (encoded, rewritten, fetched)
- * instead of two; half the size keeps the peak ~12 MB lower at the same speed (bench/optimisations.md).
+ * The default of an export with HTML when rewrite workers run: three batches are then in flight
+ * (encoded, rewritten, fetched) instead of two, and the worker's heap grows with its batch. 256 KB
+ * instead of 2 MB keeps the peak RSS ~20 MB lower for ~10 % of the speed (bench/optimisations.md).
  */
-export const POOL_BATCH_CHARS = 1024 * 1024;
+export const POOL_BATCH_CHARS = 256 * 1024;
 const COMMA = Buffer.from(',');
 /** Default of ExportSettings.offloadBytes. */
 export const OFFLOAD_BYTES = 64 * 1024;
@@ -150,7 +151,7 @@ export async function streamExport(
   const writer = new ResponseWriter(res, settings.stallTimeoutMs);
   const chunker = new JsonChunker(settings.chunkSize);
   const maxRows = Math.max(1, Math.trunc(settings.batchSize));
-  const batchChars = settings.batchChars ?? (settings.rewritePool ? POOL_BATCH_CHARS : BATCH_CHARS);
+  const batchChars = settings.batchChars ?? (settings.rewritePool && req.includeContentHtml ? POOL_BATCH_CHARS : BATCH_CHARS);
   const offloadBytes = settings.offloadBytes ?? OFFLOAD_BYTES;
   let count = 0;
   let started = false;
