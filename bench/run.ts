@@ -10,6 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { Command } from 'commander';
+import { defaultRewriteWorkers } from '../src/config.js';
 import { SIZES } from './generate.js';
 import { topSelfTime } from './lib/cpu-profile.js';
 import { BENCH_KEY, ensureDataset, openBenchDatabase, type Dataset } from './lib/datasets.js';
@@ -55,11 +56,12 @@ async function throughput(
   db: Awaited<ReturnType<typeof openBenchDatabase>>,
   large: Dataset,
   plan: Plan,
-): Promise<ScenarioResult & { peakLarge: number; bodyBytes: number }> {
+): Promise<ScenarioResult & { peakLarge: number; bodyBytes: number; copyHtmlMs: number }> {
   const rows: ResultRow[] = [];
   const notes: string[] = [];
   let peakLarge = 0;
   let bodyBytes = 0;
+  let copyHtmlMs = 0;
   for (const html of [false, true]) {
     const copies: number[] = [];
     const exports: ExportRun[] = [];
@@ -82,7 +84,10 @@ async function throughput(
     const copyMs = median(copies);
     const exportMs = median(exports.map((e) => e.totalMs));
     const bytes = exports[0]!.bytes;
-    if (html) bodyBytes = bytes;
+    if (html) {
+      bodyBytes = bytes;
+      copyHtmlMs = copyMs;
+    }
     rows.push(
       row(
         '1. Throughput',
@@ -99,10 +104,44 @@ async function throughput(
   notes.push(
     `1: time from request to the last byte, median of ${plan.largeRuns} run(s), against COPY of the exported columns as stored ` +
       "(same rows, columns, order; without the to_json the export's own cursor asks PostgreSQL for) drained by the same " +
-      'client process; every export body is checked to end with meta.count ' +
+      `client process; the server runs with its default REWRITE_WORKERS (${defaultRewriteWorkers()} on this machine); ` +
+      'every export body is checked to end with meta.count ' +
       'equal to the documents in the database.',
   );
-  return { rows, notes, peakLarge, bodyBytes };
+  return { rows, notes, peakLarge, bodyBytes, copyHtmlMs };
+}
+
+/**
+ * Scenario 1 again with HTML and REWRITE_WORKERS=0, for comparison: what the rewrite workers buy
+ * in time and cost in peak RSS, against the COPY time measured for scenario 1.
+ */
+async function withoutWorkers(databaseUrl: string, large: Dataset, copyMs: number, peakWithWorkers: number): Promise<ScenarioResult> {
+  const server = await startServer({ databaseUrl, env: { EXPORT_CACHE_BYTES: '0', REWRITE_WORKERS: '0' } });
+  try {
+    log(`1. export ${large.name} (HTML true), REWRITE_WORKERS=0`);
+    await server.resetPeak();
+    const e = await exportOnce(server.base, BENCH_KEY, large.slug, { html: true });
+    const peak = await server.peakRss();
+    if (e.count !== large.exported) throw new Error(`export of ${large.name} returned ${e.count} documents, expected ${large.exported}`);
+    log(`   ${mb(e.bytes)} in ${fmt(e.totalMs / 1000, 2)} s, peak RSS ${mb(peak)}`);
+    return {
+      rows: [
+        row(
+          '1. Throughput',
+          `${large.name}, includeContentHtml=true, rewriting on the event loop (REWRITE_WORKERS=0), for comparison: ` +
+            `${fmt(mbs(e.bytes, e.totalMs))} MB/s, peak RSS ${mb(peak)} (with the default workers: ${mb(peakWithWorkers)})`,
+          `COPY TO STDOUT ${fmt(copyMs / 1000, 2)} s`,
+          `export ${fmt(e.totalMs / 1000, 2)} s`,
+          e.totalMs / copyMs,
+          '',
+          null,
+        ),
+      ],
+      notes: [],
+    };
+  } finally {
+    await server.stop();
+  }
 }
 
 /** Scenario 3: time to the status line and headers, small vs large, alternating runs. */
@@ -119,6 +158,7 @@ async function timeToFirstByte(server: ServerProcess, small: Dataset, large: Dat
   }
   const ms = median(s);
   const ml = median(l);
+  log(`   median ${fmt(ms)} ms (${small.name}), ${fmt(ml)} ms (${large.name})`);
   return {
     rows: [
       row('3. Time to first byte', `${large.name} vs ${small.name}, median of ${plan.ttfbRuns}`, `${small.name} ${fmt(ms)} ms`, `${large.name} ${fmt(ml)} ms`, ml / ms, '≤ 2×', ml / ms <= 2),
@@ -239,10 +279,19 @@ async function profile(databaseUrl: string, large: Dataset): Promise<Report['pro
     } finally {
       await server.stop();
     }
-    const file = (await readdir(dir)).find((f) => f.endsWith('.cpuprofile'));
-    if (!file) throw new Error('the server wrote no CPU profile');
-    const { top, totalMs } = await topSelfTime(path.join(dir, file), 15);
-    return { top, totalMs, what: `\`node --cpu-prof\` of the server exporting ${large.name} with HTML (${mb(run.bytes)} in ${fmt(run.totalMs / 1000, 1)} s, profiler on)` };
+    // One profile per thread: the event loop's and each rewrite worker's.
+    const files = (await readdir(dir)).filter((f) => f.endsWith('.cpuprofile'));
+    if (files.length === 0) throw new Error('the server wrote no CPU profile');
+    const { top, totalMs } = await topSelfTime(
+      files.map((f) => path.join(dir, f)),
+      15,
+    );
+    const threads = files.length === 1 ? 'one thread' : `${files.length} threads (the event loop and ${files.length - 1} rewrite worker(s)), summed`;
+    return {
+      top,
+      totalMs,
+      what: `\`node --cpu-prof\` of the server exporting ${large.name} with HTML (${mb(run.bytes)} in ${fmt(run.totalMs / 1000, 1)} s, profiler on), ${threads}`,
+    };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -296,6 +345,7 @@ async function main(): Promise<void> {
     } finally {
       await server.stop();
     }
+    add(await withoutWorkers(db.url, large, s1.copyHtmlMs, s1.peakLarge));
     add(await memory(db.url, small, medium, peakSmall, s1.peakLarge, large));
     add(await underLoad(db.url, small, plan));
     log('5. rewriter');

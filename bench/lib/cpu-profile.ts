@@ -30,23 +30,28 @@ function where(url: string, line: number): string {
   return `${short}:${line + 1}`;
 }
 
-/** Top `n` functions by self time; idle and program time (the event loop waiting) are left out. */
-export async function topSelfTime(file: string, n: number): Promise<{ top: SelfTime[]; totalMs: number }> {
-  const profile = JSON.parse(await readFile(file, 'utf8')) as CpuProfile;
-  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+/**
+ * Top `n` functions by self time over one or more profiles (a process's main thread and its worker
+ * threads each write one), summed; idle and program time (an event loop waiting) are left out.
+ */
+export async function topSelfTime(files: string | readonly string[], n: number): Promise<{ top: SelfTime[]; totalMs: number }> {
   const selfUs = new Map<string, number>();
   let totalUs = 0;
-  for (let i = 0; i < profile.samples.length; i++) {
-    const node = byId.get(profile.samples[i]!);
-    // timeDeltas[i] is the time before sample i; attributing it to sample i is what DevTools does.
-    const dt = profile.timeDeltas[i] ?? 0;
-    if (!node) continue;
-    const name = node.callFrame.functionName || '(anonymous)';
-    if (name === '(idle)' || name === '(program)') continue;
-    const loc = where(node.callFrame.url, node.callFrame.lineNumber);
-    const key = loc ? `${name} (${loc})` : name;
-    selfUs.set(key, (selfUs.get(key) ?? 0) + dt);
-    totalUs += dt;
+  for (const file of typeof files === 'string' ? [files] : files) {
+    const profile = JSON.parse(await readFile(file, 'utf8')) as CpuProfile;
+    const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+    for (let i = 0; i < profile.samples.length; i++) {
+      const node = byId.get(profile.samples[i]!);
+      // timeDeltas[i] is the time before sample i; attributing it to sample i is what DevTools does.
+      const dt = profile.timeDeltas[i] ?? 0;
+      if (!node) continue;
+      const name = node.callFrame.functionName || '(anonymous)';
+      if (name === '(idle)' || name === '(program)') continue;
+      const loc = where(node.callFrame.url, node.callFrame.lineNumber);
+      const key = loc ? `${name} (${loc})` : name;
+      selfUs.set(key, (selfUs.get(key) ?? 0) + dt);
+      totalUs += dt;
+    }
   }
   const top = [...selfUs.entries()]
     .sort((a, b) => b[1] - a[1])
