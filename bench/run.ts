@@ -56,10 +56,12 @@ async function throughput(
   db: Awaited<ReturnType<typeof openBenchDatabase>>,
   large: Dataset,
   plan: Plan,
-): Promise<ScenarioResult & { peakLarge: number; bodyBytes: number; copyHtmlMs: number }> {
+): Promise<ScenarioResult & { peakLarge: number; peakHtml: number; bodyBytes: number; copyHtmlMs: number }> {
   const rows: ResultRow[] = [];
   const notes: string[] = [];
+  // Scenario 2 takes the higher peak of the exports with and without HTML.
   let peakLarge = 0;
+  let peakHtml = 0;
   let bodyBytes = 0;
   let copyHtmlMs = 0;
   for (const html of [false, true]) {
@@ -76,7 +78,8 @@ async function throughput(
       await server.resetPeak();
       const e = await exportOnce(server.base, BENCH_KEY, large.slug, { html });
       const peak = await server.peakRss();
-      if (html) peakLarge = Math.max(peakLarge, peak);
+      peakLarge = Math.max(peakLarge, peak);
+      if (html) peakHtml = Math.max(peakHtml, peak);
       if (e.count !== large.exported) throw new Error(`export of ${large.name} returned ${e.count} documents, expected ${large.exported}`);
       exports.push(e);
       log(`   ${mb(e.bytes)} in ${fmt(e.totalMs / 1000, 2)} s, peak RSS ${mb(peak)}`);
@@ -108,7 +111,7 @@ async function throughput(
       'every export body is checked to end with meta.count ' +
       'equal to the documents in the database.',
   );
-  return { rows, notes, peakLarge, bodyBytes, copyHtmlMs };
+  return { rows, notes, peakLarge, peakHtml, bodyBytes, copyHtmlMs };
 }
 
 /**
@@ -199,7 +202,7 @@ async function memory(
   }
   return {
     rows: [
-      row('2. Flat memory', `peak RSS exporting ${large.name} (HTML)`, '150 MB', mb(peakLarge), peakLarge / 150e6, '≤ 150 MB', peakLarge <= 150e6),
+      row('2. Flat memory', `peak RSS exporting ${large.name} (the higher of the exports with and without HTML)`, '150 MB', mb(peakLarge), peakLarge / 150e6, '≤ 150 MB', peakLarge <= 150e6),
       row(
         '2. Flat memory',
         `peak RSS, ${large.name} vs ${small.name}`,
@@ -345,7 +348,7 @@ async function main(): Promise<void> {
     } finally {
       await server.stop();
     }
-    add(await withoutWorkers(db.url, large, s1.copyHtmlMs, s1.peakLarge));
+    add(await withoutWorkers(db.url, large, s1.copyHtmlMs, s1.peakHtml));
     add(await memory(db.url, small, medium, peakSmall, s1.peakLarge, large));
     add(await underLoad(db.url, small, plan));
     log('5. rewriter');
