@@ -107,11 +107,21 @@ export function jsonHtmlMayNeedRewrite(json: Buffer): boolean {
 }
 
 /**
+ * contentHtml's JSON text as exported when it needs no rewriting: `null` for NULL or `""`
+ * (decisions.md D2.1), `j` itself when jsonHtmlMayNeedRewrite lets it through; undefined when it
+ * must go through the tokenizer (rewriteContentHtmlJson).
+ */
+export function contentHtmlAsStored(j: Buffer | null): Buffer | undefined {
+  if (j === null || isEmptyJson(j)) return NULL;
+  return jsonHtmlMayNeedRewrite(j) ? undefined : j;
+}
+
+/**
  * Whether contentHtml's JSON text `j` (a column as the cursor returns it, or null) goes through
  * the tokenizer: not null, not `""`, and flagged by jsonHtmlMayNeedRewrite.
  */
 export function contentHtmlNeedsRewrite(j: Buffer | null): j is Buffer {
-  return j !== null && !isEmptyJson(j) && jsonHtmlMayNeedRewrite(j);
+  return contentHtmlAsStored(j) === undefined;
 }
 
 /**
@@ -135,15 +145,14 @@ export function rewriteContentHtmlJson(j: Buffer, prefix: string): Buffer {
 
 /** contentHtml's JSON text as exported (decisions.md D2.1, D3). */
 function contentHtml(j: Buffer | null, prefix: string): Buffer {
-  if (j === null || isEmptyJson(j)) return NULL;
-  return jsonHtmlMayNeedRewrite(j) ? rewriteContentHtmlJson(j, prefix) : j;
+  return contentHtmlAsStored(j) ?? rewriteContentHtmlJson(j!, prefix);
 }
 
 /**
  * Appends one document object to `out`: every field of table 2.2 in its order (export-api.md 2.2
  * rule 3, D2.5), cover.url and contentHtml through the media rewriter (export-api.md 2.2 rule 1,
- * decisions.md D3). `rewrittenHtml`, when given, is contentHtml's JSON text already rewritten
- * (by a rewrite worker, rewriteContentHtmlJson) and is written as it is.
+ * decisions.md D3). `rewrittenHtml`, when given, is contentHtml's JSON text as exported, already
+ * worked out (contentHtmlAsStored, or rewriteContentHtmlJson on a rewrite worker), and is written as it is.
  */
 export function encodeDocument(row: DocumentRow, mediaPrefix: string, out: JsonChunker, rewrittenHtml?: Buffer): void {
   const coverUrl = row[DOC.coverUrl];

@@ -12,7 +12,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Sql } from '../db/connect.js';
 import { ApiError } from '../errors.js';
-import { contentHtmlNeedsRewrite, encodeClosing, encodeDocument, encodeOpening } from './document-encoder.js';
+import { contentHtmlAsStored, encodeClosing, encodeDocument, encodeOpening, rewriteContentHtmlJson } from './document-encoder.js';
 import { JsonChunker } from './json-encoder.js';
 import { BOOK_QUERY, DOC, documentQuery, type BookRow, type DocumentQueryOptions, type DocumentRow } from './query.js';
 import { ClientGoneError, ResponseWriter } from './response-writer.js';
@@ -77,34 +77,41 @@ const COMMA = Buffer.from(',');
 /** Default of ExportSettings.offloadBytes. */
 export const OFFLOAD_BYTES = 64 * 1024;
 
-/** A fetched batch, with its contentHtml being rewritten by the pool when it was worth sending. */
+/** A fetched batch, with its contentHtml worked out ahead when rewrite workers run. */
 interface Batch {
   rows: DocumentRow[];
-  /** Per row: contentHtml's rewritten JSON text, or undefined (the encoder rewrites it itself). */
-  html: Promise<(Buffer | undefined)[]> | null;
+  /** Per row: contentHtml's JSON text as exported (or being rewritten by the pool); null: the encoder works it out. */
+  html: Buffer[] | Promise<Buffer[]> | null;
 }
 
 /**
- * Starts rewriting the flagged contentHtml of `rows` on `pool`, when they hold at least
- * `offloadBytes`; null means the batch is rewritten by the encoder on the event loop.
+ * With a rewrite pool, works out every row's contentHtml once, ahead of the encoder: as stored
+ * where the pre-check lets it through, and the flagged ones rewritten by the pool when they hold at
+ * least `offloadBytes`, on the event loop otherwise (where they cost less than the round trip).
+ * Without a pool, null: the encoder does it all.
  */
-function offload(rows: DocumentRow[], pool: RewritePool | undefined, prefix: string, offloadBytes: number): Batch['html'] {
+function prepareHtml(rows: DocumentRow[], pool: RewritePool | undefined, prefix: string, offloadBytes: number): Batch['html'] {
   if (pool === undefined) return null;
+  const perRow = new Array<Buffer>(rows.length);
   const at: number[] = [];
   const texts: Buffer[] = [];
   let bytes = 0;
   rows.forEach((row, i) => {
     const j = row[DOC.contentHtml];
-    if (contentHtmlNeedsRewrite(j)) {
+    const stored = contentHtmlAsStored(j);
+    if (stored !== undefined) perRow[i] = stored;
+    else {
       at.push(i);
-      texts.push(j);
-      bytes += j.length;
+      texts.push(j!);
+      bytes += j!.length;
     }
   });
-  if (texts.length === 0 || bytes < offloadBytes) return null;
+  if (at.length === 0 || bytes < offloadBytes) {
+    at.forEach((row, k) => (perRow[row] = rewriteContentHtmlJson(texts[k]!, prefix)));
+    return perRow;
+  }
   const html = pool.rewrite(texts, prefix).then((out) => {
-    const perRow = new Array<Buffer | undefined>(rows.length);
-    at.forEach((row, k) => (perRow[row] = out[k]));
+    at.forEach((row, k) => (perRow[row] = out[k]!));
     return perRow;
   });
   // Awaited when the batch is encoded; until then a rejection must not count as unhandled.
@@ -220,7 +227,7 @@ export async function streamExport(
           // FETCH returns fewer rows than asked only at the cursor's end. Otherwise the next batch is
           // asked for now, so PostgreSQL reads and sends it while this one is encoded and written.
           next = rows.length < next.n ? null : fetchRows(nextBatchSize(rows, batchChars, maxRows));
-          const batch: Batch = { rows, html: offload(rows, settings.rewritePool, settings.mediaProxyPrefix, offloadBytes) };
+          const batch: Batch = { rows, html: prepareHtml(rows, settings.rewritePool, settings.mediaProxyPrefix, offloadBytes) };
           if (!started) {
             // decisions.md D6.2: the status line goes out only once the first batch was read and
             // rewritten, so a failure up to here is still answered with an envelope.
