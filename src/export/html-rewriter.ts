@@ -8,9 +8,13 @@
  * We never serialise its tokens: each changed attribute value is spliced into the original
  * text by source offset, so every other byte is returned as stored (D3.5).
  */
-import { SAXParser, type StartTag } from 'parse5-sax-parser';
-import { Token } from 'parse5';
+import type { StartTag } from 'parse5-sax-parser';
+import type { Token } from 'parse5';
+import { encodeAttrValue, mapSrcsetUrls, valueSpan } from './html-attributes.js';
+import { SyncSaxParser } from './html-tokenizer.js';
 import { mediaUrlKeptRange, rewriteMediaUrl, rewriteSrcset } from './media-url.js';
+
+export { mapSrcsetUrls } from './html-attributes.js';
 
 type AttrKind = 'url' | 'srcset';
 
@@ -57,96 +61,6 @@ interface Edit {
   text: string;
 }
 
-/**
- * The fields of parse5's Tokenizer we read to know which input is final; see boundary().
- * `currentToken` is protected in parse5's types; the split-at-every-position tests fail
- * if a parse5 upgrade changes what it means.
- */
-interface TokenizerView {
-  preprocessor: { pos: number; droppedBufferSize: number };
-  currentToken: { type: Token.TokenType; location: { startOffset: number } | null } | null;
-  inForeignNode: boolean;
-}
-
-/** The parts of parse5's Tokenizer and Preprocessor the data-state fast path touches. */
-interface DataStateView {
-  _stateData?: (cp: number) => void;
-  preprocessor: { html: string; pos: number; isEol: boolean };
-}
-
-/**
- * Text in the data state is most of a document's HTML and cannot start a tag, yet parse5 runs
- * each of its characters through a state function and builds character tokens that this rewriter
- * throws away: 70 % of the tokenizer's time on typical documents. In the data state, a character
- * other than `<`, `&`, NUL or a line break changes nothing but the text, so after one such
- * character the tokenizer may move straight to the next `<`, `&`, NUL, CR, LF or surrogate (the
- * characters whose handling has side effects: tags, references, errors, line and code point
- * bookkeeping). Offsets stay exact, which is all the splicing uses; text events are lost, which
- * nothing here listens to. A parse5 without `_stateData` keeps its own, slower, path; the
- * split-at-every-position and reference tests fail if a parse5 upgrade changes what it means.
- */
-/** What ends a run of plain text in the data state (see skipTextInDataState). */
-const TEXT_STOP = /[<&\0\r\n\ud800-\udfff]/g;
-
-function skipTextInDataState(tz: DataStateView): void {
-  const original = tz._stateData;
-  if (typeof original !== 'function') return;
-  const pre = tz.preprocessor;
-  tz._stateData = function (this: DataStateView, cp: number): void {
-    if (cp === 0x3c || cp === 0x26 || cp <= 0 || pre.isEol) {
-      original.call(this, cp);
-      return;
-    }
-    const html = pre.html;
-    TEXT_STOP.lastIndex = pre.pos + 1;
-    const j = TEXT_STOP.exec(html) === null ? html.length : TEXT_STOP.lastIndex - 1;
-    // The loop's next advance() reads html[j]; at the end of the input it hibernates there.
-    pre.pos = j - 1;
-  };
-}
-
-/**
- * Drives the SAX parser synchronously: the Transform stream API defers `end()` to a later
- * tick, while the rewriter must return its output from the call that fed the input.
- */
-class SyncSaxParser extends SAXParser {
-  constructor(onStartTag: (tag: StartTag, foreign: boolean) => void) {
-    super({ sourceCodeLocationInfo: true });
-    this.on('startTag', (tag: StartTag) => onStartTag(tag, this.view().inForeignNode));
-    skipTextInDataState(this.tokenizer as unknown as DataStateView);
-  }
-
-  private view(): TokenizerView {
-    return this.tokenizer as unknown as TokenizerView;
-  }
-
-  // SAXParser merges character tokens into text events, copying a location object per
-  // token; that is most of its cost (about 3x on typical content) and text never matters here.
-  override onCharacter(): void {}
-  override onWhitespaceCharacter(): void {}
-  override onNullCharacter(): void {}
-
-  feed(chunk: string, last: boolean): void {
-    this.tokenizer.write(chunk, last);
-  }
-
-  /**
-   * Absolute input offset before which no start tag can still be emitted. A tag being
-   * tokenised starts at its `<`; a `<` just read at the end of a chunk may open one.
-   * Everything before this offset can be sent on, which bounds memory by the largest token.
-   */
-  boundary(input: string, inputStart: number): number {
-    const tz = this.view();
-    let b = tz.preprocessor.droppedBufferSize + tz.preprocessor.pos + 1;
-    const ct = tz.currentToken;
-    if (ct !== null && ct.type === Token.TokenType.START_TAG && ct.location !== null) {
-      b = Math.min(b, ct.location.startOffset);
-    } else if (b > inputStart && input.charCodeAt(b - 1 - inputStart) === 0x3c /* < */) {
-      b--;
-    }
-    return Math.max(b, inputStart);
-  }
-}
 
 /**
  * Incremental media URL rewriter for one HTML document (decisions.md D3.3-D3.5).
@@ -300,98 +214,6 @@ function isAttachmentLink(tag: StartTag): boolean {
   return false;
 }
 
-function isHtmlWs(c: number): boolean {
-  return c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0c || c === 0x0d;
-}
-
-/**
- * Locates the value inside the raw attribute text `s[start, end)` (name, optional white
- * space, `=`, optional white space, optional quote). Returns `[valueStart, valueEnd, quote]`
- * in `s` coordinates (quote 0 when unquoted), or null for an attribute without a value.
- */
-function valueSpan(s: string, start: number, end: number): [number, number, number] | null {
-  // The first name character may be `=` (a parse error that parse5 keeps in the name).
-  let i = start + 1;
-  while (i < end) {
-    const c = s.charCodeAt(i);
-    if (isHtmlWs(c) || c === 0x2f || c === 0x3e || c === 0x3d) break;
-    i++;
-  }
-  while (i < end && isHtmlWs(s.charCodeAt(i))) i++;
-  if (i >= end || s.charCodeAt(i) !== 0x3d /* = */) return null;
-  i++;
-  while (i < end && isHtmlWs(s.charCodeAt(i))) i++;
-  const q = s.charCodeAt(i);
-  // parse5's attribute span ends after the closing quote.
-  if (q === 0x22 || q === 0x27) return [i + 1, end - 1, q];
-  return [i, end, 0];
-}
-
-/** Encodes a new value for the quoting the stored attribute already uses. */
-function encodeAttrValue(v: string, quote: number): string {
-  let out = '';
-  for (let i = 0; i < v.length; i++) {
-    const c = v.charCodeAt(i);
-    if (c === 0x26) out += '&amp;';
-    else if (c === 0x22 && quote !== 0x27) out += '&quot;';
-    else if (c === 0x27 && quote !== 0x22) out += '&#39;';
-    // Unquoted values end at white space or `>` and must not hold `<`, `=` or a backtick.
-    else if (quote === 0 && (isHtmlWs(c) || c === 0x3e || c === 0x3c || c === 0x3d || c === 0x60)) {
-      out += `&#${c};`;
-    } else out += v[i];
-  }
-  return out;
-}
-
-/**
- * Applies `transform` to every candidate URL of a `srcset` value and keeps separators and
- * descriptors byte-for-byte. Candidates are split as rewriteSrcset (media-url.ts) and the HTML
- * spec's srcset parser split them: a `data:` URL's comma stays inside its URL, and commas inside
- * `(...)` in descriptors do not start a new candidate.
- */
-export function mapSrcsetUrls(value: string, transform: (url: string) => string): string {
-  const n = value.length;
-  let out = '';
-  let copied = 0; // value[0, copied) is already in `out`
-  let pos = 0;
-  while (pos < n) {
-    let c = value.charCodeAt(pos);
-    while (isHtmlWs(c) || c === 0x2c /* , */) {
-      if (++pos >= n) break;
-      c = value.charCodeAt(pos);
-    }
-    if (pos >= n) break;
-    const urlStart = pos;
-    while (pos < n && !isHtmlWs(value.charCodeAt(pos))) pos++;
-    let urlEnd = pos;
-    // Trailing commas end the candidate and belong to the separator, not the URL.
-    let endsWithComma = false;
-    while (urlEnd > urlStart && value.charCodeAt(urlEnd - 1) === 0x2c) {
-      urlEnd--;
-      endsWithComma = true;
-    }
-    const url = value.slice(urlStart, urlEnd);
-    const next = transform(url);
-    if (next !== url) {
-      out += value.slice(copied, urlStart) + next;
-      copied = urlEnd;
-    }
-    if (endsWithComma) continue;
-    let inParens = false;
-    while (pos < n) {
-      c = value.charCodeAt(pos);
-      if (inParens) {
-        if (c === 0x29 /* ) */) inParens = false;
-      } else if (c === 0x28 /* ( */) {
-        inParens = true;
-      } else if (c === 0x2c) {
-        break;
-      }
-      pos++;
-    }
-  }
-  return copied === 0 ? value : out + value.slice(copied);
-}
 
 /**
  * A media tag name after `<` (ASCII case-insensitive, `image` is parsed as `img`), then a
