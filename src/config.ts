@@ -47,8 +47,23 @@ export interface Config {
   rewriteWorkers: number;
   /** Bytes of flagged contentHtml a batch needs before it goes to a rewrite worker. */
   rewriteOffloadBytes: number;
-  /** A client that reads nothing for this long is dropped, ending its snapshot. */
+  /** A client that reads nothing for this long is dropped, ending its snapshot (decisions.md D6.4). */
   stallTimeoutMs: number;
+  /**
+   * Bytes per second a client must accept, averaged over the last stallTimeoutMs while the server
+   * has data waiting, or it is dropped (decisions.md D8.3); 0 turns the floor off.
+   */
+  minDrainBytesPerS: number;
+  /** Longest an export's snapshot may stay open, ms (decisions.md D8.3); 0: no limit. */
+  exportMaxDurationMs: number;
+  /** Exports that may wait for a free export slot (decisions.md D8.1). */
+  exportQueueMax: number;
+  /** Longest wait for an export slot before 503, ms (decisions.md D8.1). */
+  exportQueueTimeoutMs: number;
+  /** Exports one user may stream at once (decisions.md D8.2). */
+  exportPerUserMax: number;
+  /** Longest a rewrite worker may take over one batch before it is replaced, ms (decisions.md D8.6). */
+  rewriteTimeoutMs: number;
   /** How long running exports may take to finish on SIGTERM/SIGINT. */
   shutdownGraceMs: number;
 }
@@ -142,6 +157,12 @@ export function loadConfig(env: Env = process.env): Config {
     rewriteWorkers: int(env, 'REWRITE_WORKERS', defaultRewriteWorkers(), 0, 64),
     rewriteOffloadBytes: int(env, 'REWRITE_OFFLOAD_BYTES', 64 * 1024, 0, 1024 * 1024 * 1024),
     stallTimeoutMs: int(env, 'STALL_TIMEOUT_MS', 60_000, 100, 86_400_000),
+    minDrainBytesPerS: int(env, 'MIN_DRAIN_BYTES_PER_S', 16 * 1024, 0, 1024 * 1024 * 1024),
+    exportMaxDurationMs: int(env, 'EXPORT_MAX_DURATION_MS', 3_600_000, 0, 7 * 86_400_000),
+    exportQueueMax: int(env, 'EXPORT_QUEUE_MAX', 32, 0, 100_000),
+    exportQueueTimeoutMs: int(env, 'EXPORT_QUEUE_TIMEOUT_MS', 30_000, 1, 3_600_000),
+    exportPerUserMax: int(env, 'EXPORT_PER_USER_MAX', 4, 1, 1000),
+    rewriteTimeoutMs: int(env, 'REWRITE_TIMEOUT_MS', 30_000, 100, 3_600_000),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 30_000, 0, 3_600_000),
   };
 }

@@ -12,6 +12,7 @@ export const ERRORS = {
   METHOD_NOT_ALLOWED: { status: 405, message: 'Method not allowed' },
   RATE_LIMITED: { status: 429, message: 'Too many requests, retry later' },
   EXPORT_FAILED: { status: 500, message: 'Export failed' },
+  SERVICE_UNAVAILABLE: { status: 503, message: 'Service temporarily unavailable, retry later' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;
