@@ -1,20 +1,20 @@
 /**
- * Builds the Fastify instance: the export route with its rate limit, authentication and error
+ * Builds the Fastify instance: the open API behind its rate limit, admission control and error
  * envelopes. Listening and closing belong to server.ts, so tests build the same app.
  */
 import rateLimit from '@fastify/rate-limit';
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { Redis } from 'ioredis';
-import { parseBearer, verifyApiKey } from './auth/api-key.js';
 import type { Config } from './config.js';
 import type { Sql } from './db/connect.js';
+import { DependencyError } from './db/dependency.js';
 import { ApiError } from './errors.js';
-import { ExportCache, type ExportCacheKey } from './export/export-cache.js';
-import { EXPORT_HEADERS, streamExport } from './export/export-stream.js';
+import { ExportAdmission } from './export/admission.js';
+import { ExportCache } from './export/export-cache.js';
 import { RewritePool } from './export/rewrite-pool.js';
-import { BOOK_QUERY, type BookRow } from './export/query.js';
 import { frameworkErrors, installErrorHandling } from './http/error-handling.js';
-import { booleanParam } from './http/params.js';
+import { registerExportRoute } from './http/export-route.js';
+import { OutageLog } from './http/outage-log.js';
 
 export interface AppDeps {
   config: Config;
@@ -30,8 +30,6 @@ export interface AppDeps {
   logger?: boolean | object;
 }
 
-const EXPORT_PATH = '/api/v1/open/books/:bookSlug/docs';
-
 /** The pino options: keys and Authorization headers never reach the logs. */
 export function loggerOptions(level: string): object {
   return {
@@ -45,23 +43,31 @@ export function loggerOptions(level: string): object {
   };
 }
 
-/** Verifies the Bearer key; returns the key's user id. Throws ApiError INVALID_API_KEY (export-api.md 5, D5.2). */
-async function authenticate(sql: Sql, req: FastifyRequest): Promise<string> {
-  const token = parseBearer(req.headers.authorization);
-  const userId = token === null ? null : await verifyApiKey(sql, token);
-  if (userId === null) throw new ApiError('INVALID_API_KEY');
-  return userId;
-}
-
 /**
- * Throws ApiError BOOK_NOT_FOUND unless `userId` owns a knowledge base `slug` (export-api.md 4.1
- * rule 6, section 7 rule 1: another owner's book is indistinguishable from an unknown one).
+ * The rate-limit store's client (decisions.md D8.5): no offline queue, so a command fails at once
+ * while Redis is unreachable instead of waiting for a reconnection; short connect and command
+ * timeouts; reconnection attempts spaced up to 2 s; its errors logged once per outage.
  */
-async function requireBook(sql: Sql, userId: string, slug: string): Promise<BookRow> {
-  // A NUL byte can never be in a stored slug, and PostgreSQL rejects it in text parameters.
-  const books = slug.includes('\0') ? [] : await sql.unsafe<BookRow[]>(BOOK_QUERY, [userId, slug]);
-  if (books.length === 0) throw new ApiError('BOOK_NOT_FOUND');
-  return books[0]!;
+async function connectRedis(url: string, outages: OutageLog): Promise<Redis> {
+  const redis = new Redis(url, {
+    connectTimeout: 2000,
+    commandTimeout: 1000,
+    maxRetriesPerRequest: 1,
+    enableOfflineQueue: false,
+    retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+  });
+  // Without an 'error' listener ioredis prints plain-text lines outside the JSON log.
+  redis.on('error', (err) => outages.failed('rate-limit store', err));
+  redis.on('ready', () => outages.ok('rate-limit store'));
+  // A server that starts while Redis is down still starts, and answers 503 until it is back.
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, 2000);
+    redis.once('ready', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+  return redis;
 }
 
 /**
@@ -71,8 +77,6 @@ async function requireBook(sql: Sql, userId: string, slug: string): Promise<Book
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, sql, exportSql } = deps;
   const cache = deps.exportCache ?? new ExportCache(config.exportCacheBytes);
-  const ownPool = deps.rewritePool === undefined && config.rewriteWorkers > 0 ? new RewritePool(config.rewriteWorkers) : undefined;
-  const rewritePool = deps.rewritePool ?? ownPool;
   const app = Fastify({
     logger: deps.logger ?? loggerOptions(config.logLevel),
     trustProxy:
@@ -82,116 +86,68 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Long slugs must reach the handler, which answers 404 BOOK_NOT_FOUND, not the router's 404.
     // Above any path Node accepts (its 16 KiB header limit), so no slug is cut off by the router.
     routerOptions: { maxParamLength: 65_536 },
-    // HEAD must not run a whole export: it gets a route of its own below.
+    // HEAD must not run a whole export: it gets a route of its own.
     exposeHeadRoutes: false,
     frameworkErrors,
   });
-  installErrorHandling(app);
+  const outages = new OutageLog(app.log);
+  const ownPool =
+    deps.rewritePool === undefined && config.rewriteWorkers > 0 ? new RewritePool(config.rewriteWorkers) : undefined;
+  const rewritePool = deps.rewritePool ?? ownPool;
   if (ownPool) app.addHook('onClose', () => ownPool.close());
 
   let redis: Redis | undefined;
   if (config.redisUrl) {
-    redis = new Redis(config.redisUrl, { connectTimeout: 2000, maxRetriesPerRequest: 1, lazyConnect: false });
+    redis = await connectRedis(config.redisUrl, outages);
     app.addHook('onClose', async () => {
-      await redis?.quit();
+      redis?.disconnect();
     });
   }
+  // Requests of the open API that have not yet passed the rate limit: an error thrown for one of
+  // them comes from the limit's store, and is an outage of that store (decisions.md D8.5).
+  const beforeLimit = new WeakSet<FastifyRequest>();
+  installErrorHandling(app, {
+    outages,
+    dependencyError: (err, req) =>
+      beforeLimit.has(req) && !(err instanceof ApiError)
+        ? new DependencyError('rate-limit store', `rate-limit store unavailable: ${err.message}`, { cause: err })
+        : undefined,
+  });
+
   // The open API lives in its own context so that one rate-limit store counts every request to it,
   // whatever the route or method (decisions.md D5.4). The limit runs on request, before the key is
   // verified (401) and before the knowledge base is looked up (404) (decisions.md D5.5).
   await app.register(async (api) => {
+    api.addHook('onRequest', async (req) => {
+      beforeLimit.add(req);
+    });
     await api.register(rateLimit, {
       global: true,
       max: config.rateLimitMax,
       timeWindow: config.rateLimitWindowMs,
       ...(redis ? { redis, nameSpace: 'kb-export-rl:' } : {}),
-      // A limit store that fails must not let unlimited key guessing through.
+      // decisions.md D8.5: a limit store that fails must not let unlimited key guessing through.
       skipOnError: false,
       errorResponseBuilder: () => new ApiError('RATE_LIMITED'),
     });
-
-    api.get<{ Params: { bookSlug: string }; Querystring: Record<string, unknown> }>(EXPORT_PATH, async (req, reply) => {
-      const userId = await authenticate(sql, req);
-      const excludeCategories = booleanParam(req.query, 'excludeCategories', true);
-      const includeContentHtml = booleanParam(req.query, 'includeContentHtml', true);
-      // Answered from the lookup pool, so a 404 never waits behind running exports for an export
-      // connection; the export reads the book again inside its snapshot (decisions.md D6.1).
-      const book = await requireBook(sql, userId, req.params.bookSlug);
-      const key: ExportCacheKey = { bookId: book.id, version: book.export_version, excludeCategories, includeContentHtml };
-      // Only a body read at the book's current export version is served (export-cache.ts).
-      const cached = cache.get(key);
-      if (cached !== undefined) {
-        sendCached(reply, cached);
-        req.log.info({ bookSlug: req.params.bookSlug, bytes: cached.length }, 'export served from memory');
-        return;
-      }
-      await exportTo(req, reply, userId, key);
+    api.addHook('onRequest', async (req) => {
+      beforeLimit.delete(req);
+      if (redis) outages.ok('rate-limit store');
     });
-
-    // HEAD answers what GET would (status and headers) without running the export.
-    api.head<{ Params: { bookSlug: string }; Querystring: Record<string, unknown> }>(EXPORT_PATH, async (req, reply) => {
-      const userId = await authenticate(sql, req);
-      booleanParam(req.query, 'excludeCategories', true);
-      booleanParam(req.query, 'includeContentHtml', true);
-      await requireBook(sql, userId, req.params.bookSlug);
-      return reply.code(200).headers(EXPORT_HEADERS).send();
+    registerExportRoute(api, {
+      config,
+      sql,
+      exportSql,
+      cache,
+      admission: new ExportAdmission({
+        concurrency: config.exportConcurrency,
+        queueMax: config.exportQueueMax,
+        queueTimeoutMs: config.exportQueueTimeoutMs,
+        perUserMax: config.exportPerUserMax,
+      }),
+      outages,
+      rewritePool,
     });
   });
-
-  /** Sends a kept body on the wire exactly as a streamed export goes: same headers, chunked. */
-  function sendCached(reply: FastifyReply, body: Buffer): void {
-    reply.hijack();
-    const res = reply.raw;
-    for (const [name, value] of Object.entries(reply.getHeaders())) {
-      if (value !== undefined) res.setHeader(name, value as string);
-    }
-    res.writeHead(200, EXPORT_HEADERS);
-    // write() before end(): end(body) alone would turn the response into a Content-Length one.
-    res.write(body);
-    res.end();
-  }
-
-  async function exportTo(
-    req: FastifyRequest<{ Params: { bookSlug: string } }>,
-    reply: FastifyReply,
-    userId: string,
-    key: ExportCacheKey,
-  ): Promise<void> {
-    const { excludeCategories, includeContentHtml } = key;
-    const res = reply.raw;
-    // Headers the rate limit set on the reply must survive writing to the raw response.
-    for (const [name, value] of Object.entries(reply.getHeaders())) {
-      if (value !== undefined) res.setHeader(name, value as string);
-    }
-    const started = Date.now();
-    let result;
-    try {
-      result = await streamExport(
-        exportSql,
-        { userId, bookSlug: req.params.bookSlug, excludeCategories, includeContentHtml },
-        res,
-        {
-          mediaProxyPrefix: config.mediaProxyPrefix,
-          batchSize: config.exportBatchSize,
-          ...(rewritePool ? { rewritePool, offloadBytes: config.rewriteOffloadBytes } : {}),
-          stallTimeoutMs: config.stallTimeoutMs,
-          ...(cache.maxBytes > 0 ? { captureUpTo: cache.maxEntryBytes } : {}),
-          onHeaders: () => reply.hijack(),
-        },
-      );
-    } catch (err) {
-      if (!res.headersSent && !res.destroyed) throw err; // still ours to answer with an envelope
-      reply.hijack();
-      req.log.error({ err, bookSlug: req.params.bookSlug }, 'export aborted after the first byte');
-      return;
-    }
-    reply.hijack();
-    if (result.body !== undefined) cache.set({ ...key, version: result.version }, result.body);
-    req.log.info(
-      { bookSlug: req.params.bookSlug, outcome: result.outcome, count: result.count, bytes: result.bytes, ms: Date.now() - started },
-      'export finished',
-    );
-  }
-
   return app;
 }

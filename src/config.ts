@@ -64,6 +64,11 @@ export interface Config {
   exportPerUserMax: number;
   /** Longest a rewrite worker may take over one batch before it is replaced, ms (decisions.md D8.6). */
   rewriteTimeoutMs: number;
+  /**
+   * Longest wait for the database before an answer is due, ms (decisions.md D8.5, D8.7): connecting,
+   * each lookup (also its statement_timeout), an export's start and any lock it waits for.
+   */
+  dbTimeoutMs: number;
   /** How long running exports may take to finish on SIGTERM/SIGINT. */
   shutdownGraceMs: number;
 }
@@ -163,6 +168,7 @@ export function loadConfig(env: Env = process.env): Config {
     exportQueueTimeoutMs: int(env, 'EXPORT_QUEUE_TIMEOUT_MS', 30_000, 1, 3_600_000),
     exportPerUserMax: int(env, 'EXPORT_PER_USER_MAX', 4, 1, 1000),
     rewriteTimeoutMs: int(env, 'REWRITE_TIMEOUT_MS', 30_000, 100, 3_600_000),
+    dbTimeoutMs: int(env, 'DB_TIMEOUT_MS', 5000, 100, 600_000),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 30_000, 0, 3_600_000),
   };
 }

@@ -20,6 +20,8 @@ export interface DemoInfo {
 /** Seeds the demo once (only into a database with no users), then issues a key valid for 7 days. */
 export async function ensureDemo(sql: Sql): Promise<DemoInfo | null> {
   return sql.begin(async (tx) => {
+    // Seeding runs on the server's lookup pool, whose statement_timeout is short.
+    await tx`SET LOCAL statement_timeout = 0`;
     await tx`LOCK TABLE users IN EXCLUSIVE MODE`;
     const [demoUser] = await tx`SELECT 1 FROM users WHERE id = ${DEMO_USER}`;
     if (!demoUser) {

@@ -28,9 +28,14 @@ export interface ErrorEnvelope {
 export class ApiError extends Error {
   override name = 'ApiError';
   readonly statusCode: number;
+  /**
+   * @param retryAfterS seconds for the `Retry-After` header of a 429 or 503 (decisions.md D8.1,
+   *   D8.2, D8.5); none when undefined.
+   */
   constructor(
     readonly code: ErrorCode,
     message: string = ERRORS[code].message,
+    readonly retryAfterS?: number,
   ) {
     super(message);
     this.statusCode = ERRORS[code].status;

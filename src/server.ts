@@ -34,8 +34,16 @@ export interface ServeOptions {
 /** Starts the server; resolves once it listens. Throws when the database or the port is unavailable. */
 export async function serve(config: Config, opts: ServeOptions): Promise<void> {
   const db = await openDatabase(config);
-  const sql = connect(db.url, { max: config.poolSize, applicationName: 'kb-export' });
-  const exportSql = connect(db.url, { max: config.exportConcurrency, applicationName: 'kb-export-export' });
+  // decisions.md D8.5, D8.7: connecting and every lookup are bounded by DB_TIMEOUT_MS; exports set
+  // their own session timeouts (src/export/snapshot.ts).
+  const connectTimeoutS = Math.max(1, Math.ceil(config.dbTimeoutMs / 1000));
+  const sql = connect(db.url, {
+    max: config.poolSize,
+    applicationName: 'kb-export',
+    connectTimeoutS,
+    statementTimeoutMs: config.dbTimeoutMs,
+  });
+  const exportSql = connect(db.url, { max: config.exportConcurrency, applicationName: 'kb-export-export', connectTimeoutS });
   const closeDb = async () => {
     await Promise.allSettled([sql.end({ timeout: 5 }), exportSql.end({ timeout: 5 })]);
     await db.stop();

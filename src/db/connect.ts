@@ -9,6 +9,10 @@ export interface ConnectOptions {
   /** Most connections this pool opens. */
   max: number;
   applicationName: string;
+  /** Seconds a new connection may take (decisions.md D8.5); postgres.js's 30 by default. */
+  connectTimeoutS?: number;
+  /** The sessions' statement_timeout, ms (decisions.md D8.7); the server's default when unset. */
+  statementTimeoutMs?: number;
 }
 
 /** A pool for `url`. Notices are not printed: they are not errors and would clutter logs. */
@@ -17,7 +21,12 @@ export function connect(url: string, opts: ConnectOptions): Sql {
     max: opts.max,
     onnotice: () => {},
     // UTC sessions: seed timestamps without a zone mean UTC, whatever the server's own setting.
-    connection: { application_name: opts.applicationName, TimeZone: 'UTC' },
+    connection: {
+      application_name: opts.applicationName,
+      TimeZone: 'UTC',
+      ...(opts.statementTimeoutMs !== undefined ? { statement_timeout: opts.statementTimeoutMs } : {}),
+    },
+    ...(opts.connectTimeoutS !== undefined ? { connect_timeout: opts.connectTimeoutS } : {}),
     // Timestamps are formatted by PostgreSQL (decisions.md D2.6); keep bigint counts exact.
     types: {},
   });

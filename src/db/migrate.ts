@@ -24,6 +24,9 @@ export async function migrate(sql: Sql, dir: string = migrationsDir()): Promise<
   const files = (await fs.readdir(dir)).filter((f) => MIGRATION_FILE.test(f)).sort();
   const applied: string[] = [];
   await sql.begin(async (tx) => {
+    // The server's lookup pool runs with a short statement_timeout (DB_TIMEOUT_MS); a migration
+    // may rightly take longer.
+    await tx`SET LOCAL statement_timeout = 0`;
     await tx`SELECT pg_advisory_xact_lock(${LOCK_ID})`;
     await tx`CREATE TABLE IF NOT EXISTS schema_migrations (
       name text PRIMARY KEY,

@@ -116,6 +116,15 @@ export interface DocumentQueryOptions {
   includeContentHtml: boolean;
 }
 
+/** FROM and WHERE of both cursors: active documents of book `$1` (export-api.md 4.1 rule 1, D4.3). */
+function documentsOf(opts: DocumentQueryOptions): string {
+  return `FROM documents
+  WHERE book_id = $1 AND status = 1${opts.excludeCategories ? ` AND type <> 'category'` : ''}`;
+}
+
+/** Byte-wise order key, then id (decisions.md D1.1, D1.2), served by documents_export_idx. */
+const ORDER = 'ORDER BY order_key, id';
+
 /**
  * The cursor's query; `$1` is the book id. Active documents only (export-api.md 4.1 rule 1),
  * ordered by order key then id, byte-wise (decisions.md D1.1, D1.2), served by documents_export_idx.
@@ -130,7 +139,24 @@ export function documentQuery(opts: DocumentQueryOptions): string {
          ${j('theme_id')}, ${j('background_theme_id')}, ${j('body_font_size')},
          ${j(iso('created_at'))}, ${j(iso('updated_at'))},
          ${j('content_str')}, ${opts.includeContentHtml ? j('content_html') : 'NULL::json'}
-  FROM documents
-  WHERE book_id = $1 AND status = 1${opts.excludeCategories ? ` AND type <> 'category'` : ''}
-  ORDER BY order_key, id`;
+  ${documentsOf(opts)}
+  ${ORDER}`;
+}
+
+/**
+ * The size cursor's query (decisions.md D8.4): for each row documentQuery returns, in the same
+ * order, the bytes of its stored variable-length columns as one int8. `octet_length` of a text
+ * value is answered from its TOAST header without detoasting it, so this reads no document body;
+ * tags are small and are measured as text. JSON escaping adds to this (a few per cent for usual
+ * text, at most 6 × for control characters), and the fixed-size columns add a constant per row.
+ */
+export function documentSizeQuery(opts: DocumentQueryOptions): string {
+  const len = (col: string) => `coalesce(octet_length(${col}), 0)`;
+  const cols = ['id', 'slug', 'name', 'type', 'parent_id', 'order_key', 'description', 'emoji_info', 'cover_url',
+    'cover_position', 'theme_id', 'background_theme_id', 'content_str'];
+  if (opts.includeContentHtml) cols.push('content_html');
+  return `
+  SELECT (${cols.map(len).join(' + ')} + ${len("array_to_string(tags, ',')")})::int8
+  ${documentsOf(opts)}
+  ${ORDER}`;
 }

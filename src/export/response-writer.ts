@@ -5,8 +5,22 @@
  */
 import type { ServerResponse } from 'node:http';
 
+export type ClientGoneReason = 'gone' | 'stalled' | 'too-slow' | 'deadline';
+
 export class ClientGoneError extends Error {
   override name = 'ClientGoneError';
+  constructor(
+    message: string,
+    readonly reason: ClientGoneReason = 'gone',
+  ) {
+    super(message);
+  }
+}
+
+export interface WriterLimits {
+  stallTimeoutMs: number;
+  minDrainBytesPerS: number;
+  maxDurationMs: number;
 }
 
 export class ResponseWriter {
@@ -14,10 +28,12 @@ export class ResponseWriter {
   private onGone: (() => void) | null = null;
   bytes = 0;
 
+  private readonly stallTimeoutMs: number;
   constructor(
     private readonly res: ServerResponse,
-    private readonly stallTimeoutMs: number,
+    limits: WriterLimits,
   ) {
+    this.stallTimeoutMs = limits.stallTimeoutMs;
     // 'close' before the response finished means the client went away.
     res.once('close', () => {
       if (!res.writableFinished) this.markGone();
@@ -33,6 +49,8 @@ export class ResponseWriter {
   get closed(): boolean {
     return this.gone;
   }
+
+  close(): void {}
 
   /** Throws ClientGoneError when the client went away. */
   check(): void {

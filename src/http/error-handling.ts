@@ -4,15 +4,20 @@
  * 500s are logged, never returned.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { DependencyError } from '../db/dependency.js';
+import { RETRY_AFTER_S } from '../export/admission.js';
 import { ApiError, envelope, type ErrorCode } from '../errors.js';
+import type { OutageLog } from './outage-log.js';
 
 /** Paths served, with the methods they allow: anything else on them is 405 (decisions.md D7.3). */
 export const ROUTES: ReadonlyArray<{ pattern: RegExp; allow: string }> = [
   { pattern: /^\/api\/v1\/open\/books\/[^/]+\/docs$/, allow: 'GET, HEAD' },
 ];
 
-function send(reply: FastifyReply, code: ErrorCode, message?: string): FastifyReply {
+function send(reply: FastifyReply, code: ErrorCode, message?: string, retryAfterS?: number): FastifyReply {
   const body = envelope(code, message);
+  // decisions.md D8.1, D8.2, D8.5: a refused client is told when to come back.
+  if (retryAfterS !== undefined) reply.header('retry-after', String(retryAfterS));
   // RFC 6750 section 3: a 401 names the scheme the client should use.
   if (code === 'INVALID_API_KEY') reply.header('www-authenticate', 'Bearer');
   return reply.code(new ApiError(code).statusCode).type('application/json; charset=utf-8').send(body);
@@ -29,10 +34,23 @@ function notFound(req: FastifyRequest, reply: FastifyReply): FastifyReply {
   return send(reply, 'NOT_FOUND');
 }
 
+export interface ErrorHandlingDeps {
+  /** Where outages of dependencies are logged, once each (decisions.md D8.5). */
+  outages: OutageLog;
+  /** Recognises an error as a dependency's outage that only the app can tell (the rate-limit store's). */
+  dependencyError?: (err: Error, req: FastifyRequest) => DependencyError | undefined;
+}
+
 /** Installs the error and not-found handlers on `app`. */
-export function installErrorHandling(app: FastifyInstance): void {
+export function installErrorHandling(app: FastifyInstance, deps: ErrorHandlingDeps): void {
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
-    if (err instanceof ApiError) return send(reply, err.code, err.message);
+    if (err instanceof ApiError) return send(reply, err.code, err.message, err.retryAfterS);
+    const outage = err instanceof DependencyError ? err : deps.dependencyError?.(err, req);
+    if (outage !== undefined) {
+      deps.outages.failed(outage.dependency, outage);
+      req.log.debug({ err }, 'dependency unavailable');
+      return send(reply, 'SERVICE_UNAVAILABLE', undefined, RETRY_AFTER_S);
+    }
     // No route matched: Fastify still parses the body first, so a bad or oversized body on an
     // unknown route or method must not turn the 404/405 into a 400 (decisions.md D7.3).
     if (req.is404) return notFound(req, reply);

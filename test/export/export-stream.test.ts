@@ -287,7 +287,19 @@ async function viewServer(t: { teardown(fn: () => unknown): void }) {
 
 t.test('an error in the first batch is a 500 EXPORT_FAILED envelope; in a later batch it aborts (D6.2, D6.3)', async (t) => {
   const { server, setContent } = await viewServer(t);
-  const failAt = (id: string) => setContent(`CASE WHEN id = '${id}' THEN (1 / (length(id) - length(id)))::text ELSE content_str END`);
+  // The size cursor (decisions.md D8.4) computes every row's content_str first, so the view fails
+  // the second time a transaction computes the row: when the export cursor itself reaches it.
+  // (Declared STABLE so the view is flattened and rows are computed as the cursors reach them.)
+  await server.db.sql.unsafe(`
+    CREATE FUNCTION fail_second(id text, target text, v text) RETURNS text STABLE LANGUAGE plpgsql AS $$
+    BEGIN
+      IF id = target THEN
+        IF current_setting('kbx.reached', true) = target THEN RETURN (1 / (length(id) - length(id)))::text; END IF;
+        PERFORM set_config('kbx.reached', target, true);
+      END IF;
+      RETURN v;
+    END $$`);
+  const failAt = (id: string) => setContent(`fail_second(id, '${id}', content_str)`);
 
   await failAt('d02'); // first batch (rows d00–d04)
   const first = await request(exportUrl(server), { headers: AUTH });

@@ -1,0 +1,83 @@
+/**
+ * The body of one export as it is encoded and written: `{"success":true,"book":…,"documents":[`,
+ * each document, and `],"meta":{"count":N}}` last (decisions.md D2.5), in chunks through the
+ * ResponseWriter (backpressure), counting documents and keeping a copy of a small body for the
+ * export cache.
+ */
+import { encodeClosing, encodeDocument, encodeOpening } from './document-encoder.js';
+import { JsonChunker } from './json-encoder.js';
+import type { BookRow, DocumentRow } from './query.js';
+import type { ResponseWriter } from './response-writer.js';
+
+const COMMA = Buffer.from(',');
+
+export interface ExportBodyOptions {
+  mediaProxyPrefix: string;
+  /** Bytes per written chunk. */
+  chunkSize?: number;
+  /** Keep a copy of the body while it is at most this many bytes. */
+  captureUpTo?: number;
+}
+
+export class ExportBody {
+  readonly #chunker: JsonChunker;
+  #count = 0;
+  #captured: Buffer[] | null;
+  #capturedBytes = 0;
+
+  constructor(
+    private readonly writer: ResponseWriter,
+    private readonly opts: ExportBodyOptions,
+  ) {
+    this.#chunker = new JsonChunker(opts.chunkSize);
+    this.#captured = opts.captureUpTo !== undefined ? [] : null;
+  }
+
+  /** Documents encoded so far. */
+  get count(): number {
+    return this.#count;
+  }
+
+  /** The whole body, when it was kept (complete and within captureUpTo). */
+  get captured(): Buffer | undefined {
+    return this.#captured === null ? undefined : Buffer.concat(this.#captured, this.#capturedBytes);
+  }
+
+  /** Starts the body with the book. */
+  open(book: BookRow): void {
+    this.#chunker.push(encodeOpening(book));
+  }
+
+  /**
+   * Encodes the documents of a batch, `html[i]` being row i's contentHtml JSON text as exported
+   * (html-stage.ts), and writes each full chunk. Throws ClientGoneError.
+   */
+  async writeBatch(rows: readonly DocumentRow[], html: readonly Buffer[]): Promise<void> {
+    for (let i = 0; i < rows.length; i++) {
+      if (this.#count > 0) this.#chunker.push(COMMA);
+      encodeDocument(rows[i]!, this.opts.mediaProxyPrefix, this.#chunker, html[i]);
+      this.#count++;
+      if (this.#chunker.full) await this.flush();
+    }
+  }
+
+  /** Writes what is encoded so far, full chunk or not. Throws ClientGoneError. */
+  async flush(): Promise<void> {
+    const chunk = this.#chunker.take();
+    if (this.#captured !== null) {
+      this.#capturedBytes += chunk.length;
+      if (this.#capturedBytes <= this.opts.captureUpTo!) this.#captured.push(chunk);
+      else this.#captured = null;
+    }
+    await this.writer.write(chunk);
+  }
+
+  /**
+   * Writes `],"meta":{"count":N}}` and the rest: only once the snapshot was read in full and
+   * committed (decisions.md D6.3).
+   */
+  async finish(): Promise<void> {
+    this.#chunker.push(encodeClosing(this.#count));
+    await this.flush();
+  }
+}

@@ -1,0 +1,175 @@
+/**
+ * The open API's one operation, `GET` (and `HEAD`) `/api/v1/open/books/{bookSlug}/docs`
+ * (export-api.md 4.1), from an authenticated request to a streamed body: key (401), query
+ * parameters (400), knowledge base (404), the export cache, the user's cap (429), the export queue
+ * (503), then the export pipeline (src/export/export-stream.ts). The rate limit runs before all of
+ * this (app.ts, decisions.md D5.5).
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { parseBearer, verifyApiKey } from '../auth/api-key.js';
+import type { Config } from '../config.js';
+import type { Sql } from '../db/connect.js';
+import { asDatabaseOutage, withTimeout } from '../db/dependency.js';
+import { ApiError } from '../errors.js';
+import type { ExportAdmission } from '../export/admission.js';
+import type { ExportCache, ExportCacheKey } from '../export/export-cache.js';
+import { EXPORT_HEADERS, streamExport } from '../export/export-stream.js';
+import { BOOK_QUERY, type BookRow } from '../export/query.js';
+import { ClientGoneError } from '../export/response-writer.js';
+import type { RewritePool } from '../export/rewrite-pool.js';
+import { watchClient } from './client-gone.js';
+import type { OutageLog } from './outage-log.js';
+import { booleanParam } from './params.js';
+
+/** The export's route, as Fastify writes it. */
+export const EXPORT_PATH = '/api/v1/open/books/:bookSlug/docs';
+
+export interface ExportRouteDeps {
+  config: Config;
+  /** Pool for key and book lookups. */
+  sql: Sql;
+  /** Pool for export snapshots: EXPORT_CONCURRENCY connections. */
+  exportSql: Sql;
+  cache: ExportCache;
+  admission: ExportAdmission;
+  outages: OutageLog;
+  rewritePool: RewritePool | undefined;
+}
+
+type ExportRequest = FastifyRequest<{ Params: { bookSlug: string }; Querystring: Record<string, unknown> }>;
+
+/** Registers GET and HEAD of the export path on `api` (a context whose hooks run first). */
+export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps): void {
+  const { config, sql, exportSql, cache, admission, outages, rewritePool } = deps;
+
+  /** A lookup on the lookup pool, bounded in time; an outage becomes a DependencyError (D8.5). */
+  async function lookup<T>(work: () => Promise<T>, what: string): Promise<T> {
+    try {
+      const result = await withTimeout(work(), config.dbTimeoutMs, 'database', what);
+      outages.ok('database');
+      return result;
+    } catch (err) {
+      throw asDatabaseOutage(err) ?? err;
+    }
+  }
+
+  /** The key's user id. Throws ApiError INVALID_API_KEY (export-api.md 5, decisions.md D5.2). */
+  async function authenticate(req: FastifyRequest): Promise<string> {
+    const token = parseBearer(req.headers.authorization);
+    const userId = token === null ? null : await lookup(() => verifyApiKey(sql, token), 'API key lookup');
+    if (userId === null) throw new ApiError('INVALID_API_KEY');
+    return userId;
+  }
+
+  /**
+   * The knowledge base `slug` of `userId`. Throws ApiError BOOK_NOT_FOUND otherwise (export-api.md
+   * 4.1 rule 6, section 7 rule 1: another owner's book is indistinguishable from an unknown one).
+   * Answered from the lookup pool, so a 404 never waits behind running exports.
+   */
+  async function requireBook(userId: string, slug: string): Promise<BookRow> {
+    // A NUL byte can never be in a stored slug, and PostgreSQL rejects it in text parameters.
+    const books = slug.includes('\0') ? [] : await lookup(() => sql.unsafe<BookRow[]>(BOOK_QUERY, [userId, slug]), 'book lookup');
+    if (books.length === 0) throw new ApiError('BOOK_NOT_FOUND');
+    return books[0]!;
+  }
+
+  /** Checks of export-api.md 4.1 in the order of decisions.md D5.5; returns the cache key. */
+  async function admit(req: ExportRequest): Promise<{ userId: string; key: ExportCacheKey }> {
+    const userId = await authenticate(req);
+    const excludeCategories = booleanParam(req.query, 'excludeCategories', true);
+    const includeContentHtml = booleanParam(req.query, 'includeContentHtml', true);
+    const book = await requireBook(userId, req.params.bookSlug);
+    return { userId, key: { bookId: book.id, version: book.export_version, excludeCategories, includeContentHtml } };
+  }
+
+  api.get(EXPORT_PATH, async (req: ExportRequest, reply) => {
+    const client = watchClient(reply.raw);
+    try {
+      const { userId, key } = await admit(req);
+      // Only a body read at the book's current export version is served (export-cache.ts).
+      const cached = cache.get(key);
+      if (cached !== undefined) {
+        sendCached(reply, cached);
+        req.log.info({ bookSlug: req.params.bookSlug, bytes: cached.length }, 'export served from memory');
+        return;
+      }
+      const release = await admission.acquire(userId, client.signal);
+      try {
+        client.dispose(); // from here the export's ResponseWriter watches the client
+        await exportTo(req, reply, userId, key);
+      } finally {
+        release();
+      }
+    } catch (err) {
+      if (!(err instanceof ClientGoneError)) throw err;
+      reply.hijack();
+      reply.raw.destroy();
+      req.log.info({ bookSlug: req.params.bookSlug }, 'client went away before its export started');
+    } finally {
+      client.dispose();
+    }
+  });
+
+  // HEAD answers what GET would (status and headers) without running the export.
+  api.head(EXPORT_PATH, async (req: ExportRequest, reply) => {
+    await admit(req);
+    return reply.code(200).headers(EXPORT_HEADERS).send();
+  });
+
+  /** Sends a kept body on the wire exactly as a streamed export goes: same headers, chunked. */
+  function sendCached(reply: FastifyReply, body: Buffer): void {
+    reply.hijack();
+    const res = reply.raw;
+    copyReplyHeaders(reply);
+    res.writeHead(200, EXPORT_HEADERS);
+    // write() before end(): end(body) alone would turn the response into a Content-Length one.
+    res.write(body);
+    res.end();
+  }
+
+  async function exportTo(req: ExportRequest, reply: FastifyReply, userId: string, key: ExportCacheKey): Promise<void> {
+    const { excludeCategories, includeContentHtml } = key;
+    const res = reply.raw;
+    copyReplyHeaders(reply);
+    const started = Date.now();
+    let result;
+    try {
+      result = await streamExport(exportSql, { userId, bookSlug: req.params.bookSlug, excludeCategories, includeContentHtml }, res, {
+        mediaProxyPrefix: config.mediaProxyPrefix,
+        batchSize: config.exportBatchSize,
+        ...(rewritePool ? { rewritePool, offloadBytes: config.rewriteOffloadBytes } : {}),
+        stallTimeoutMs: config.stallTimeoutMs,
+        minDrainBytesPerS: config.minDrainBytesPerS,
+        maxDurationMs: config.exportMaxDurationMs,
+        dbTimeoutMs: config.dbTimeoutMs,
+        ...(cache.maxBytes > 0 ? { captureUpTo: cache.maxEntryBytes } : {}),
+        onHeaders: () => reply.hijack(),
+      });
+    } catch (err) {
+      if (!res.headersSent && !res.destroyed) throw err; // still ours to answer with an envelope
+      reply.hijack();
+      req.log.error({ err, bookSlug: req.params.bookSlug }, 'export aborted after the first byte');
+      return;
+    }
+    reply.hijack();
+    if (result.body !== undefined) cache.set({ ...key, version: result.version }, result.body);
+    req.log.info(
+      {
+        bookSlug: req.params.bookSlug,
+        outcome: result.outcome,
+        ...(result.reason ? { reason: result.reason } : {}),
+        count: result.count,
+        bytes: result.bytes,
+        ms: Date.now() - started,
+      },
+      'export finished',
+    );
+  }
+}
+
+/** Headers set on the reply (the rate limit's) must survive writing to the raw response. */
+function copyReplyHeaders(reply: FastifyReply): void {
+  for (const [name, value] of Object.entries(reply.getHeaders())) {
+    if (value !== undefined) reply.raw.setHeader(name, value as string);
+  }
+}
