@@ -1,0 +1,118 @@
+/**
+ * The snapshot and its byte-bounded cursor over a real PostgreSQL (decisions.md D6.1, D8.4, D8.5):
+ * batches of a size-skewed knowledge base stay within their budget, every row comes once in
+ * order, and a statement that does not answer in time fails the snapshot without leaking its
+ * connection.
+ */
+import t from 'tap';
+import { connect } from '../../src/db/connect.js';
+import { DependencyError } from '../../src/db/dependency.js';
+import { DocumentCursor } from '../../src/export/document-cursor.js';
+import { DOC, type DocumentRow } from '../../src/export/query.js';
+import { inSnapshot, type SnapshotTimeouts } from '../../src/export/snapshot.js';
+import { doc, seed, simpleSeed } from '../helpers/app.js';
+import { createTestDatabase } from '../helpers/db.js';
+
+const TIMEOUTS: SnapshotTimeouts = { startMs: 5000, fetchMs: 10_000, lockMs: 5000, idleInTransactionMs: 60_000 };
+const rowBytes = (row: DocumentRow) => row.reduce((n, col) => n + (col?.length ?? 0), 0);
+
+t.test('a size-skewed knowledge base: every batch fits the budget or is one row (D8.4)', async (t) => {
+  const db = await createTestDatabase(t);
+  const MB = 1024 * 1024;
+  // Small documents, then documents of 1 MB, then small ones again: a guess from the previous
+  // batch's average would ask for hundreds of the large ones at once.
+  const docs = [
+    ...Array.from({ length: 300 }, (_, i) => doc(`s${String(i).padStart(4, '0')}`, `a${String(i).padStart(4, '0')}`, { contentHtml: '<p>small</p>' })),
+    ...Array.from({ length: 12 }, (_, i) => doc(`l${i}`, `b${String(i).padStart(4, '0')}`, { contentHtml: 'y'.repeat(MB) })),
+    ...Array.from({ length: 50 }, (_, i) => doc(`t${i}`, `c${String(i).padStart(4, '0')}`, { contentStr: 'z'.repeat(3000) })),
+  ];
+  await seed(db.sql, simpleSeed(docs));
+  const bookId = (await db.sql<{ id: string }[]>`SELECT id FROM books`)[0]!.id;
+  const budget = 256 * 1024;
+  const sql = connect(db.url, { max: 1, applicationName: 'kbx-test-export' });
+  t.teardown(() => sql.end({ timeout: 1 }));
+
+  const batches: DocumentRow[][] = await inSnapshot(sql, TIMEOUTS, async (snap) => {
+    const cursor = await DocumentCursor.open(snap, { excludeCategories: true, includeContentHtml: true }, bookId, {
+      budgetBytes: budget,
+      maxRows: 1000,
+      firstRows: 16,
+      startMs: 5000,
+      fetchMs: 10_000,
+    });
+    const out: DocumentRow[][] = [];
+    for (let rows = await cursor.next(); rows !== null; rows = await cursor.next()) out.push(rows);
+    await cursor.close();
+    return out;
+  });
+
+  t.equal(batches[0]!.length, 16, 'the first batch is small');
+  for (const [i, batch] of batches.entries()) {
+    const bytes = batch.reduce((n, r) => n + rowBytes(r), 0);
+    if (batch.length > 1) t.ok(bytes <= budget, `batch ${i}: ${batch.length} rows, ${bytes} bytes within ${budget}`);
+    else t.ok(batch.length === 1, `batch ${i}: one row of ${bytes} bytes`);
+  }
+  const large = batches.filter((b) => b.some((r) => rowBytes(r) > MB));
+  t.equal(large.length, 12, 'each 1 MB document came in a batch of its own');
+  t.ok(large.every((b) => b.length === 1));
+  const ids = batches.flat().map((r) => JSON.parse(r[DOC.id].toString()) as string);
+  t.same(ids, docs.map((d) => d.id), 'every row once, in order key order (D1)');
+});
+
+t.test('an empty knowledge base: one empty first batch, then the end', async (t) => {
+  const db = await createTestDatabase(t);
+  await seed(db.sql, simpleSeed([]));
+  const bookId = (await db.sql<{ id: string }[]>`SELECT id FROM books`)[0]!.id;
+  const sql = connect(db.url, { max: 1, applicationName: 'kbx-test-export' });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  const seen = await inSnapshot(sql, TIMEOUTS, async (snap) => {
+    const cursor = await DocumentCursor.open(snap, { excludeCategories: false, includeContentHtml: false }, bookId, {
+      budgetBytes: 1024,
+      maxRows: 10,
+      firstRows: 4,
+      startMs: 5000,
+      fetchMs: 5000,
+    });
+    return [await cursor.next(), await cursor.next()];
+  });
+  t.same(seen, [[], null]);
+});
+
+t.test('a statement that does not answer in time fails the snapshot at once; its connection comes back (D8.5)', async (t) => {
+  const db = await createTestDatabase(t);
+  const sql = connect(db.url, { max: 1, applicationName: 'kbx-test-export' });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  const started = Date.now();
+  const err = await inSnapshot(sql, TIMEOUTS, (snap) => snap.query('SELECT pg_sleep(1.5)', [], { timeoutMs: 200 })).then(
+    () => null,
+    (e: unknown) => e,
+  );
+  t.ok(err instanceof DependencyError, 'a DependencyError');
+  t.ok(Date.now() - started < 1200, `failed after ${Date.now() - started} ms, before the statement ended`);
+  // The pool has one connection: a second snapshot gets it once the slow statement ended and the
+  // first transaction was rolled back.
+  const rows = await inSnapshot(sql, TIMEOUTS, (snap) => snap.query<{ one: number }[]>('SELECT 1 AS one', [], { timeoutMs: 5000 }));
+  t.equal(rows[0]?.one, 1);
+  const open = await db.sql`
+    SELECT 1 FROM pg_stat_activity WHERE datname = ${db.name} AND state LIKE 'idle in transaction%'`;
+  t.equal(open.length, 0, 'no transaction left open');
+});
+
+t.test('the session settings are the exporter\'s own, whatever the database defaults (D8.7)', async (t) => {
+  const db = await createTestDatabase(t);
+  await db.sql.unsafe(`ALTER DATABASE ${db.name} SET lock_timeout = 0`);
+  await db.sql.unsafe(`ALTER DATABASE ${db.name} SET idle_in_transaction_session_timeout = 0`);
+  const sql = connect(db.url, { max: 1, applicationName: 'kbx-test-export' });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  const timeouts = { startMs: 4000, fetchMs: 9000, lockMs: 3000, idleInTransactionMs: 120_000 };
+  const [row] = await inSnapshot(sql, timeouts, (snap) =>
+    snap.query<{ lock: string; statement: string; idle: string; ro: string; iso: string }[]>(
+      `SELECT current_setting('lock_timeout') AS lock, current_setting('statement_timeout') AS statement,
+              current_setting('idle_in_transaction_session_timeout') AS idle,
+              current_setting('transaction_read_only') AS ro, current_setting('transaction_isolation') AS iso`,
+      [],
+      { timeoutMs: 5000 },
+    ),
+  );
+  t.same(row, { lock: '3s', statement: '9s', idle: '2min', ro: 'on', iso: 'repeatable read' });
+});
