@@ -130,7 +130,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       skipOnError: false,
       errorResponseBuilder: () => new ApiError('RATE_LIMITED'),
     });
-    api.addHook('onRequest', async (req) => {
+    // The limit's own onRequest hook is added to each route, so it runs after this context's
+    // onRequest hooks: the first hook that surely runs after it is preParsing.
+    api.addHook('preParsing', async (req) => {
       beforeLimit.delete(req);
       if (redis) outages.ok('rate-limit store');
     });

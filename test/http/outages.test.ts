@@ -1,0 +1,83 @@
+/**
+ * Dependencies that fail fail cleanly (decisions.md D8.5): with PostgreSQL or the rate-limit store
+ * unreachable, or a lock that an export would wait on, the answer is 503 SERVICE_UNAVAILABLE with
+ * Retry-After within seconds, the outage is logged once, not per request, and ioredis prints
+ * nothing outside the JSON log.
+ */
+import net from 'node:net';
+import t, { type Test } from 'tap';
+import { call } from '../helpers/http.js';
+import { doc, seed, simpleSeed } from '../helpers/app.js';
+import { createTestDatabase } from '../helpers/db.js';
+import { startLoggedServer } from '../helpers/logged-app.js';
+
+const PATH = '/api/v1/open/books/kb/docs';
+
+/** A loopback port with nothing listening on it. */
+async function closedPort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const { port } = srv.address() as net.AddressInfo;
+  await new Promise((resolve) => srv.close(resolve));
+  return port;
+}
+
+function assertUnavailable(t: Test, res: Awaited<ReturnType<typeof call>>, startedAt: number, limitMs: number): void {
+  t.equal(res.status, 503);
+  t.equal(res.json?.success, false);
+  t.equal(res.json?.code, 'SERVICE_UNAVAILABLE');
+  t.ok(Number(res.headers['retry-after']) > 0, `Retry-After: ${res.headers['retry-after']}`);
+  t.ok(Date.now() - startedAt < limitMs, `answered after ${Date.now() - startedAt} ms`);
+}
+
+t.test('PostgreSQL unreachable: 503 with Retry-After within seconds, logged once per outage', async (t) => {
+  const down = `postgres://postgres@127.0.0.1:${await closedPort()}/postgres`;
+  const server = await startLoggedServer(t, down, { DB_TIMEOUT_MS: '2000' });
+  for (let i = 0; i < 5; i++) {
+    const started = Date.now();
+    assertUnavailable(t, await call(server.url, PATH), started, 3000);
+  }
+  const lines = server.logs.filter((l) => l.msg === 'database unavailable: answering 503 until it is back');
+  t.equal(lines.length, 1, 'one log line for the outage, not one per request');
+  t.notOk(JSON.stringify(server.logs).includes('kbx_u1'), 'the key is not logged');
+});
+
+t.test('the rate-limit store unreachable: 503 (fail closed, never an open door), logged once, nothing printed outside the log', async (t) => {
+  const db = await createTestDatabase(t);
+  await seed(db.sql, simpleSeed([doc('d1', 'a0')]));
+  const printed: string[] = [];
+  const original = console.error;
+  console.error = (...args: unknown[]) => void printed.push(args.map(String).join(' '));
+  t.teardown(() => {
+    console.error = original;
+  });
+  const server = await startLoggedServer(t, db.url, { REDIS_URL: `redis://127.0.0.1:${await closedPort()}` });
+  for (let i = 0; i < 5; i++) {
+    const started = Date.now();
+    assertUnavailable(t, await call(server.url, PATH), started, 3000);
+  }
+  const lines = server.logs.filter((l) => l.msg === 'rate-limit store unavailable: answering 503 until it is back');
+  t.equal(lines.length, 1, 'one log line for the outage');
+  t.same(printed.filter((p) => /ioredis/i.test(p)), [], 'ioredis printed nothing outside the JSON log');
+});
+
+t.test('an export that would wait on a lock (a schema change in progress): 503 within DB_TIMEOUT_MS (D8.5, D8.7)', async (t) => {
+  const db = await createTestDatabase(t);
+  await seed(db.sql, simpleSeed([doc('d1', 'a0')]));
+  const server = await startLoggedServer(t, db.url, { DB_TIMEOUT_MS: '700', EXPORT_CACHE_BYTES: '0' });
+  const reserved = await db.sql.reserve();
+  await reserved`BEGIN`;
+  await reserved`LOCK TABLE documents IN ACCESS EXCLUSIVE MODE`;
+  t.teardown(async () => {
+    await reserved`ROLLBACK`.catch(() => {});
+    reserved.release();
+  });
+  const started = Date.now();
+  assertUnavailable(t, await call(server.url, PATH), started, 3000);
+  await reserved`ROLLBACK`;
+  const after = await call(server.url, PATH);
+  t.equal(after.status, 200, 'served once the lock is gone');
+  t.equal(after.json?.meta?.count, 1);
+  const left = await db.sql`SELECT 1 FROM pg_stat_activity WHERE datname = ${db.name} AND application_name = 'kbx-test-export' AND state <> 'idle'`;
+  t.equal(left.length, 0, 'no export session left waiting');
+});
