@@ -9,7 +9,7 @@
  * sends it while the current one is rewritten, encoded and written; sizes are read ahead in
  * chunks so that asking never waits for them.
  */
-import { rowsWithinBudget } from './batch-budget.js';
+import { ROW_OVERHEAD_BYTES, rowsWithinBudget } from './batch-budget.js';
 import { documentQuery, documentSizeQuery, type DocumentQueryOptions, type DocumentRow } from './query.js';
 import type { Snapshot } from './snapshot.js';
 
@@ -73,8 +73,23 @@ export class DocumentCursor {
     const first = this.#first;
     this.#first = false;
     // FETCH returns fewer rows than asked only at the cursor's end.
-    this.#ahead = asked === 0 || rows.length < asked ? null : this.#request(this.limits.maxRows, this.limits.fetchMs);
+    const more = asked !== 0 && rows.length === asked;
+    // A row larger than the budget is not read ahead: it comes when asked for, so no more than one
+    // such document is in memory for the cursor (decisions.md D8.4).
+    this.#ahead = !more ? null : this.#nextIsOversized() ? this.#later() : this.#request(this.limits.maxRows, this.limits.fetchMs);
     return rows.length === 0 && !first ? null : rows;
+  }
+
+  /** Whether the next row is known to exceed the budget on its own. */
+  #nextIsOversized(): boolean {
+    const size = this.#sizes[this.#head];
+    return size !== undefined && size + ROW_OVERHEAD_BYTES > this.limits.budgetBytes;
+  }
+
+  /** A request made only when awaited. */
+  #later(): Promise<Request> {
+    const request = { then: (resolve: (r: Promise<Request>) => void) => resolve(this.#request(this.limits.maxRows, this.limits.fetchMs)) };
+    return request as unknown as Promise<Request>;
   }
 
   /** Closes both cursors (the transaction's end would too; this frees their memory earlier). */

@@ -7,7 +7,8 @@
  * document is copied as bytes; only `cover.url` and a `contentHtml` that may hold a media URL
  * are decoded, rewritten and escaped here.
  */
-import { HtmlMediaRewriter } from './html-rewriter.js';
+import { HtmlMediaRewriter, type Edit } from './html-rewriter.js';
+import { noteRewritten } from './large-garbage.js';
 import type { JsonChunker } from './json-encoder.js';
 import { rewriteMediaUrl } from './media-url.js';
 import { DOC, type BookRow, type DocumentRow } from './query.js';
@@ -126,21 +127,58 @@ export function contentHtmlNeedsRewrite(j: Buffer | null): j is Buffer {
 
 /**
  * The JSON text of a flagged contentHtml (`j`, see contentHtmlNeedsRewrite) with its media URLs
- * rewritten (export-api.md 2.2 rule 1, decisions.md D3): decoded, tokenized, escaped again; null
- * when nothing changed. The rewrite workers (rewrite-batch.ts) encode it straight into their reply.
+ * rewritten (export-api.md 2.2 rule 1, decisions.md D3); `j` itself when nothing changed. The
+ * HTML is decoded only for the tokenizer: each new attribute value is escaped and spliced into `j`
+ * at the byte offsets of the value it replaces (jsonOffsets), so the rest of the text is copied as
+ * PostgreSQL escaped it, never decoded, re-escaped or re-encoded. For a document of 8 MB that is
+ * 24 MB less garbage than JSON.stringify over the whole text, and most of the time.
  */
-export function rewriteContentHtmlText(j: Buffer, prefix: string): string | null {
+export function rewriteContentHtmlJson(j: Buffer, prefix: string): Buffer {
+  noteRewritten(j.length);
   const html = JSON.parse(j.toString('utf8')) as string;
   // The pre-check already ran on the escaped text: straight to the tokenizer.
-  const rw = new HtmlMediaRewriter(prefix);
-  const rewritten = rw.write(html) + rw.end();
-  return rewritten === html ? null : JSON.stringify(rewritten);
+  const edits = new HtmlMediaRewriter(prefix).editsOf(html);
+  if (edits.length === 0) return j;
+  const bounds = jsonOffsets(j, edits);
+  const parts: Buffer[] = [];
+  let at = 0;
+  edits.forEach((e, i) => {
+    parts.push(j.subarray(at, bounds[2 * i]!), Buffer.from(JSON.stringify(e.text).slice(1, -1)));
+    at = bounds[2 * i + 1]!;
+  });
+  parts.push(j.subarray(at));
+  return Buffer.concat(parts);
 }
 
-/** rewriteContentHtmlText as bytes: `j` itself when nothing changed. */
-export function rewriteContentHtmlJson(j: Buffer, prefix: string): Buffer {
-  const text = rewriteContentHtmlText(j, prefix);
-  return text === null ? j : Buffer.from(text);
+/**
+ * Byte offsets in the JSON string text `j` (a quoted, escaped UTF-8 string) of each edit's start
+ * and end, given in UTF-16 offsets of the decoded string: [start0, end0, start1, end1, …]. One
+ * pass: an escape (`\x`, or `\uXXXX`) is one UTF-16 unit, a UTF-8 sequence of four bytes two,
+ * any other one. Edits are in order and never split a surrogate pair (they begin and end at ASCII
+ * quotes or attribute syntax).
+ */
+function jsonOffsets(j: Buffer, edits: readonly Edit[]): number[] {
+  const out: number[] = [];
+  let byte = 1; // after the opening quote
+  let unit = 0;
+  for (const e of edits) {
+    for (const target of [e.start, e.end]) {
+      while (unit < target) {
+        const b = j[byte]!;
+        if (b === 0x5c /* \ */) byte += j[byte + 1] === 0x75 /* u */ ? 6 : 2;
+        else if (b < 0x80) byte += 1;
+        else if (b < 0xe0) byte += 2;
+        else if (b < 0xf0) byte += 3;
+        else {
+          byte += 4;
+          unit++;
+        }
+        unit++;
+      }
+      out.push(byte);
+    }
+  }
+  return out;
 }
 
 /** contentHtml's JSON text as exported (decisions.md D2.1, D3). */

@@ -63,13 +63,14 @@ export class ExportBody {
 
   /** Writes what is encoded so far, full chunk or not. Throws ClientGoneError. */
   async flush(): Promise<void> {
-    const chunk = this.#chunker.take();
-    if (this.#captured !== null) {
-      this.#capturedBytes += chunk.length;
-      if (this.#capturedBytes <= this.opts.captureUpTo!) this.#captured.push(chunk);
-      else this.#captured = null;
+    for (const chunk of this.#chunker.takeChunks()) {
+      if (this.#captured !== null) {
+        this.#capturedBytes += chunk.length;
+        if (this.#capturedBytes <= this.opts.captureUpTo!) this.#captured.push(chunk);
+        else this.#captured = null;
+      }
+      await this.writer.write(chunk);
     }
-    await this.writer.write(chunk);
   }
 
   /**

@@ -104,6 +104,13 @@ export function exportTimeouts(o: {
   return { startMs: o.dbTimeoutMs, fetchMs: Math.max(60_000, o.dbTimeoutMs), lockMs: o.dbTimeoutMs, idleInTransactionMs: idle };
 }
 
+/** Bytes of a fetched row. */
+function rowBytes(row: DocumentRow): number {
+  let n = 0;
+  for (const col of row) n += col?.length ?? 0;
+  return n;
+}
+
 /** Default database timeout of the export pipeline when the caller passes none, ms. */
 const DB_TIMEOUT_MS = 5000;
 
@@ -172,6 +179,12 @@ export async function streamExport(sql: Sql, req: ExportRequest, res: ServerResp
       let pending: { rows: DocumentRow[]; html: BatchHtml } | null = null;
       for (let rows = await cursor.next(); rows !== null; rows = await cursor.next()) {
         writer.check();
+        if (pending !== null && rows.length === 1 && rowBytes(rows[0]!) > batchBytes) {
+          // A document larger than a batch is rewritten only once the one before it is written,
+          // so at most one such document is in memory (decisions.md D8.4).
+          await body.writeBatch(pending.rows, await pending.html);
+          pending = null;
+        }
         const batch = { rows, html: rewrite(rows) };
         if (pending !== null) await body.writeBatch(pending.rows, await pending.html);
         pending = batch;

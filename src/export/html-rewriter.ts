@@ -55,7 +55,8 @@ const REWRITTEN_ATTRS: ReadonlyMap<string, ReadonlyMap<string, AttrKind>> = new 
   ['a', new Map<string, AttrKind>([['href', 'url']])],
 ]);
 
-interface Edit {
+/** A replacement of `html[start, end)` (UTF-16 offsets) by `text`, the new attribute value as written. */
+export interface Edit {
   start: number;
   end: number;
   text: string;
@@ -104,6 +105,19 @@ export class HtmlMediaRewriter {
     this.pending += chunk;
     this.sax.feed(chunk, false);
     return this.flush(this.sax.boundary(this.pending, this.pendingStart));
+  }
+
+  /**
+   * The edits of a whole document, in order, instead of its output: what write(html) + end()
+   * would splice into `html`. For callers that splice into another representation of the same
+   * text (document-encoder.ts splices into contentHtml's JSON text). Use on a fresh rewriter only.
+   */
+  editsOf(html: string): readonly Edit[] {
+    if (this.ended || this.pendingStart !== 0 || this.pending !== '') throw new Error('HtmlMediaRewriter.editsOf on a used rewriter');
+    this.ended = true;
+    this.pending = html;
+    this.sax.feed(html, true);
+    return this.edits;
   }
 
   /**

@@ -5,6 +5,7 @@
  * holds enough of them to pay for the round trip, on the event loop otherwise.
  */
 import { contentHtmlAsStored, rewriteContentHtmlJson } from './document-encoder.js';
+import { LARGE_DOCUMENT_BYTES } from './large-garbage.js';
 import { DOC, type DocumentRow } from './query.js';
 import type { RewritePool } from './rewrite-pool.js';
 
@@ -28,6 +29,9 @@ export function rewriteBatchHtml(rows: readonly DocumentRow[], prefix: string, p
     const text = row[DOC.contentHtml];
     const stored = contentHtmlAsStored(text);
     if (stored !== undefined) html[i] = stored;
+    // A large document would be copied to a worker and back and rewritten in a second heap:
+    // rewritten here, its peak memory counts once (decisions.md D8.4).
+    else if (text!.length >= LARGE_DOCUMENT_BYTES) html[i] = rewriteContentHtmlJson(text!, prefix);
     else {
       flaggedRows.push(i);
       flaggedTexts.push(text!);

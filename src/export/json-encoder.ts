@@ -48,6 +48,36 @@ export class JsonChunker {
     return this.bytes;
   }
 
+  /**
+   * Takes everything waiting as chunks to write in order: each run of parts smaller than
+   * chunkSize joined into one Buffer, each larger part passed on as it is, so a document of
+   * megabytes is never copied into a chunk (decisions.md D8.4: memory a small constant times the
+   * largest document).
+   */
+  takeChunks(): Buffer[] {
+    const out: Buffer[] = [];
+    let run: Buffer[] = [];
+    let runBytes = 0;
+    const endRun = () => {
+      if (run.length > 0) out.push(run.length === 1 ? run[0]! : Buffer.concat(run, runBytes));
+      run = [];
+      runBytes = 0;
+    };
+    for (const part of this.parts) {
+      if (part.length >= this.chunkSize) {
+        endRun();
+        out.push(part);
+      } else {
+        run.push(part);
+        runBytes += part.length;
+      }
+    }
+    endRun();
+    this.parts = [];
+    this.bytes = 0;
+    return out;
+  }
+
   /** Takes everything waiting, as one Buffer (empty when nothing is). */
   take(): Buffer {
     const out = this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts, this.bytes);

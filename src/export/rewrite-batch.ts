@@ -3,7 +3,7 @@
  * contentHtml JSON texts rewritten (decisions.md D3) by the function the event loop uses
  * (rewriteContentHtmlJson), so both paths give the same bytes; and the messages it exchanges.
  */
-import { rewriteContentHtmlText } from './document-encoder.js';
+import { rewriteContentHtmlJson } from './document-encoder.js';
 
 /** A batch of JSON texts laid end to end in `data`; text i ends at byte `ends[i]`. */
 export interface RewriteRequest {
@@ -19,22 +19,26 @@ export type RewriteReply = { id: number; data: Uint8Array; ends: Uint32Array } |
 /** Rewrites every text of `req`; the reply's buffers are fresh, so they can be transferred. */
 export function rewriteBatch(req: RewriteRequest): { data: Uint8Array; ends: Uint32Array } {
   const input = Buffer.from(req.data.buffer, req.data.byteOffset, req.data.byteLength);
-  const changed: (string | null)[] = [];
+  const changed: (Buffer | null)[] = [];
   let total = 0;
   let start = 0;
   for (const end of req.ends) {
-    const text = rewriteContentHtmlText(input.subarray(start, end), req.prefix);
+    const text = input.subarray(start, end);
+    const out = rewriteContentHtmlJson(text, req.prefix);
     start = end;
-    changed.push(text);
-    if (text !== null) total += Buffer.byteLength(text);
+    changed.push(out === text ? null : out);
+    if (out !== text) total += out.length;
   }
-  // Written straight into one buffer of its own: no Buffer per text, and not from Node's shared
-  // pool, which cannot be transferred.
+  // Copied into one buffer of its own: one transfer, and not from Node's shared pool, which
+  // cannot be transferred.
   const data = Buffer.allocUnsafeSlow(total);
   const ends = new Uint32Array(changed.length);
   let at = 0;
-  changed.forEach((text, i) => {
-    if (text !== null) at += data.write(text, at);
+  changed.forEach((out, i) => {
+    if (out !== null) {
+      data.set(out, at);
+      at += out.length;
+    }
     ends[i] = at;
   });
   return { data, ends };
