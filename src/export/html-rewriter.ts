@@ -206,6 +206,8 @@ export class HtmlMediaRewriter {
     if (this.prefix !== null && kind === 'url') {
       // Usual case: only the kept middle holds entities, and the stripped white space,
       // `./` and `/` are literal, so the prefix goes in and the raw middle stays as stored.
+      // A path that D3.7 normalised has no such range (null): its segments no longer line up
+      // with the raw text, so it is encoded below instead.
       const kept = mediaUrlKeptRange(decoded, this.prefix);
       if (kept !== null) {
         const lead = decoded.slice(0, kept[0]);

@@ -1,8 +1,9 @@
 /**
- * Media proxy URL rules (decisions.md D3.1, D3.2, D3.6).
+ * Media proxy URL rules (decisions.md D3.1, D3.2, D3.6, D3.7).
  * Called for every `cover.url` and every rewritable attribute, so the hot paths
  * walk char codes instead of running regexes or allocating intermediate strings.
  */
+import { normalisePath, pathNeedsNormalising } from './url-path.js';
 
 // Characters that would let a configured prefix break out of an attribute value or
 // change how it is tokenised when spliced into HTML (see html-rewriter.ts).
@@ -70,20 +71,38 @@ export function isRelativeUrl(u: string): boolean {
 }
 
 /**
- * The part of `u` that follows the prefix once rewritten, as `[start, end)`, or null when
- * `u` is left as it is (decisions.md D3.1, D3.2). Exposed so the HTML rewriter can splice
- * the prefix into raw attribute text without redoing this logic.
+ * How one URL is rewritten: null when it is left as it is, `[start, end)` when the result is
+ * `prefix + u.slice(start, end)` (the common case, no copy until the result is built), or the
+ * string that follows the prefix when D3.7 had to normalise the path.
+ */
+type Rewrite = [number, number] | string | null;
+
+/**
+ * The range of `u` that follows the prefix once rewritten, when the rewrite is exactly
+ * `prefix + u.slice(start, end)`; null when `u` is left as it is (decisions.md D3.1, D3.2) or when
+ * its path needs the D3.7 normalisation, which builds a new value. Exposed so the HTML rewriter can
+ * splice the prefix into raw attribute text, character references and all, without redoing this.
  */
 export function mediaUrlKeptRange(u: string, prefix: string): [number, number] | null {
-  return keptRange(u, 0, u.length, prefix);
+  const r = planRewrite(u, 0, u.length, prefix);
+  return typeof r === 'string' ? null : r;
 }
 
-/** mediaUrlKeptRange on `u[from, to)`, so srcset candidates need no substring. */
-function keptRange(u: string, from: number, to: number, prefix: string): [number, number] | null {
+/**
+ * The rewrite of `u[from, to)`, so srcset candidates need no substring.
+ *
+ * A value that already starts with the prefix stays as it is (D3.2, idempotence) unless the rest
+ * holds a `\` or a dot segment: `/media/../admin/x.png` would climb out of the prefix in a
+ * browser, so it becomes `/media/admin/x.png`, the rest normalised as any `u'` is (D3.7). Output
+ * never needs that normalisation again, so rewriting stays idempotent.
+ */
+function planRewrite(u: string, from: number, to: number, prefix: string): Rewrite {
   const [s, e] = trimBounds(u, from, to);
   if (!isRelativeRange(u, s, e)) return null;
-  // Idempotence: a value that already carries the prefix was rewritten before.
-  if (e - s >= prefix.length && u.startsWith(prefix, s)) return null;
+  if (e - s >= prefix.length && u.startsWith(prefix, s)) {
+    const rest = s + prefix.length;
+    return pathNeedsNormalising(u, rest, e) ? normalisePath(u, rest, e) : null;
+  }
   let i = s;
   while (i < e) {
     const c = u.charCodeAt(i);
@@ -91,24 +110,34 @@ function keptRange(u: string, from: number, to: number, prefix: string): [number
     else if (c === 0x2e /* . */ && i + 1 < e && u.charCodeAt(i + 1) === 0x2f) i += 2;
     else break;
   }
-  return [i, e];
+  return pathNeedsNormalising(u, i, e) ? normalisePath(u, i, e) : [i, e];
 }
 
 /**
  * Rewrites a relative URL to `prefix + u'`, where `u'` is the trimmed URL without leading
- * `./` and `/` (decisions.md D3.1, D3.2, D3.6). Anything else is returned as the same string.
- * `prefix` must come from normalizeMediaPrefix.
+ * `./` and `/` (decisions.md D3.1, D3.2, D3.6) and with its path kept inside the prefix (D3.7):
+ * `\` read as `/`, `.` segments dropped, `..` (also `%2e`-encoded) removing the segment before it
+ * and dropped at the start; `?query#fragment` as written. `../../admin/x.png` -> `PREFIX +
+ * admin/x.png`. A value already carrying the prefix is returned as the same string unless its rest
+ * holds `\` or a dot segment (then the rest is normalised: `/media/../x.png` -> `/media/x.png`).
+ * Anything else is returned as the same string. `prefix` must come from normalizeMediaPrefix.
  */
 export function rewriteMediaUrl(u: string, prefix: string): string {
-  const kept = mediaUrlKeptRange(u, prefix);
-  return kept === null ? u : prefix + u.slice(kept[0], kept[1]);
+  const r = planRewrite(u, 0, u.length, prefix);
+  return applyRewrite(u, r, prefix) ?? u;
+}
+
+/** The rewritten value for a non-null plan, or null. */
+function applyRewrite(u: string, r: Rewrite, prefix: string): string | null {
+  if (r === null) return null;
+  return typeof r === 'string' ? prefix + r : prefix + u.slice(r[0], r[1]);
 }
 
 /**
- * Rewrites every candidate URL of a `srcset` value (decisions.md D3.3) and keeps separators
- * and descriptors byte-for-byte. Candidates are split as the HTML spec's srcset parser does,
- * so a `data:` URL's comma stays inside its URL and commas inside `(...)` in descriptors
- * do not start a new candidate.
+ * Rewrites every candidate URL of a `srcset` value (decisions.md D3.3) as rewriteMediaUrl does
+ * (D3.1, D3.2, D3.7) and keeps separators and descriptors byte-for-byte. Candidates are split
+ * as the HTML spec's srcset parser does, so a `data:` URL's comma stays inside its URL and commas
+ * inside `(...)` in descriptors do not start a new candidate.
  */
 export function rewriteSrcset(value: string, prefix: string): string {
   const n = value.length;
@@ -132,9 +161,9 @@ export function rewriteSrcset(value: string, prefix: string): string {
       urlEnd--;
       endsWithComma = true;
     }
-    const kept = keptRange(value, urlStart, urlEnd, prefix);
-    if (kept !== null) {
-      out += value.slice(copied, urlStart) + prefix + value.slice(kept[0], kept[1]);
+    const next = applyRewrite(value, planRewrite(value, urlStart, urlEnd, prefix), prefix);
+    if (next !== null) {
+      out += value.slice(copied, urlStart) + next;
       copied = urlEnd;
     }
     if (endsWithComma) continue;

@@ -5,54 +5,50 @@
  * bytes stay as written; only the URL rule differs.
  */
 import { HtmlMediaRewriter, mayNeedRewrite, urlTransformRules } from '../export/html-rewriter.js';
+import { appendPath, isPathSlash, pathNeedsNormalising } from '../export/url-path.js';
 
 /**
  * Resolves a media/attachment URL found in page `pagePath` (relative to the corpus root, e.g.
  * `library/os.html`) into a root-relative URL (`../_images/x.png` -> `/_images/x.png`).
- * URLs with a scheme, protocol-relative (`//`), fragment-only (`#`), already root-relative or
- * empty are returned unchanged; `..` above the root is clamped to the root. `?query` and
- * `#fragment` are kept as written; surrounding whitespace is kept too.
+ * The path is read as a browser reads it (decisions.md D3.7, through url-path.ts): `\` is a `/`,
+ * `.` and `..` segments, also written with `%2e`, are resolved, and `..` above the root is clamped
+ * to the root. So no `\` is left in a resolved path: a root-relative `\x.png` or `/a\..\x.png`
+ * becomes `/x.png` (an already root-relative URL is otherwise returned unchanged), and `\\host\x`,
+ * which a browser fetches from `host`, becomes the protocol-relative `//host/x`.
+ * URLs with a scheme, protocol-relative (`//`), fragment-only (`#`) or empty are returned
+ * unchanged. `?query` and `#fragment` are kept as written; surrounding whitespace is kept too.
  */
 export function resolveCorpusUrl(url: string, pagePath: string): string {
   const m = /^([\t\n\f\r ]*)(.*?)([\t\n\f\r ]*)$/s.exec(url);
   const lead = m?.[1] ?? '';
   const core = m?.[2] ?? url;
   const trail = m?.[3] ?? '';
-  if (
-    core === '' ||
-    core.startsWith('/') ||
-    core.startsWith('#') ||
-    // Browsers read `\\host` like `//host` for http(s), so it is not a path either.
-    core.startsWith('\\') ||
-    /^[A-Za-z][A-Za-z0-9+.-]*:/.test(core)
-  ) {
-    return url;
-  }
+  if (core === '' || core.startsWith('#') || /^[A-Za-z][A-Za-z0-9+.-]*:/.test(core)) return url;
   const cut = core.search(/[?#]/);
   const path = cut === -1 ? core : core.slice(0, cut);
   const suffix = cut === -1 ? '' : core.slice(cut);
 
+  if (isPathSlash(path.charCodeAt(0))) {
+    // Two slashes of either kind start a host, as in a browser: not a path in the corpus.
+    if (isPathSlash(path.charCodeAt(1))) {
+      return path.includes('\\') ? `${lead}${path.replaceAll('\\', '/')}${suffix}${trail}` : url;
+    }
+    if (!pathNeedsNormalising(path, 0, path.length)) return url;
+    return `${lead}${rootRelative([], path)}${suffix}${trail}`;
+  }
   const segments = pagePath.replace(/^\/+/, '').split('/');
   const file = segments.pop() ?? '';
   // `?q` alone refers to the page itself, as in a browser.
   if (path === '') return `${lead}/${[...segments, file].join('/')}${suffix}${trail}`;
+  return `${lead}${rootRelative(segments, path)}${suffix}${trail}`;
+}
 
-  const parts = path.split('/');
-  for (const part of parts) {
-    // The URL standard also treats percent-encoded dots as dot segments; clamping must see them.
-    const p = part.toLowerCase();
-    if (p === '.' || p === '%2e') continue;
-    if (p === '..' || p === '.%2e' || p === '%2e.' || p === '%2e%2e') {
-      segments.pop();
-      continue;
-    }
-    segments.push(part);
-  }
-  const last = parts[parts.length - 1]?.toLowerCase() ?? '';
-  const dirLike = last === '' || last === '.' || last === '..' || last === '%2e' || last === '.%2e' || last === '%2e.' || last === '%2e%2e';
-  const joined = segments.filter((s, i) => s !== '' || i === segments.length - 1).join('/');
-  const resolved = `/${joined}${dirLike && joined !== '' && !joined.endsWith('/') ? '/' : ''}`;
-  return `${lead}${resolved}${suffix}${trail}`;
+/** `/` + the directory `dir` (segments) with `path` resolved in it, empty segments left out. */
+function rootRelative(dir: string[], path: string): string {
+  const names = [...dir];
+  const dirLike = appendPath(names, path, 0, path.length);
+  const joined = names.filter((s, i) => s !== '' || i === names.length - 1).join('/');
+  return `/${joined}${dirLike && joined !== '' && !joined.endsWith('/') ? '/' : ''}`;
 }
 
 /**

@@ -47,7 +47,7 @@ function randomChunks(s: string, seed: number, maxSize: number): string[] {
 
 t.test('fixture file covers every rule of D3 that applies to HTML', async (t) => {
   const rules = new Set(cases.map((c) => c.rule));
-  for (const r of ['D3.1', 'D3.2', 'D3.3', 'D3.4', 'D3.5']) t.ok(rules.has(r), r);
+  for (const r of ['D3.1', 'D3.2', 'D3.3', 'D3.4', 'D3.5', 'D3.7']) t.ok(rules.has(r), r);
   t.equal(new Set(cases.map((c) => c.name)).size, cases.length, 'case names are unique');
 });
 
@@ -124,7 +124,9 @@ const media = [
   '<img src="a.png">', '<img src=a.png>', "<IMG SRC='./a.png'>", '<img srcset="a.png 1x, b.png 2x">', '<a href="f.pdf" download>',
   '<a href=f.pdf>', '<a data-type="attachment" href=/f.pdf>', '<video src=v.mp4 poster=p.png>', '<object data=d.pdf>',
   '<img src="http://x/a.png">', '<img src="/media/a.png">', '<img src="&#47;a&amp;b.png">', '<img ', 'src="a.png"', '<source src=',
-  'a.png', '<a ', '<image src=a>', '<embed src=e>',
+  'a.png', '<a ', '<image src=a>', '<embed src=e>', '<img src="../../x.png">', '<img src=/media/../x.png>',
+  '<img srcset="a\\..\\..\\b.png 1x, %2e%2E/c.png 2x">', '<img src="..&#x2f;..&#47;x.png">', '<img src=\'&#46;.&#92;y.png?v=../1\'>',
+  '..', '../', '&#46;', '\\',
 ];
 // Fragments such as '<' + 'img src=a.png' can still join into a media tag, so those draws are dropped.
 const inertHtml = fc
@@ -185,6 +187,24 @@ t.test('property: rewriting is idempotent (D3.2)', async (t) => {
       return runChunks([once]) === once;
     }),
     { numRuns: 500 },
+  );
+  t.pass();
+});
+
+t.test('property: every value the rewriter changes resolves inside the prefix, as parsed by a browser (D3.7)', async (t) => {
+  const inside = (u: string): boolean => !isRelativeUrl(u) || new URL(u, 'http://h/').pathname.startsWith(P);
+  const urls = (name: string, v: string): string[] => {
+    const out: string[] = [];
+    if (name === 'srcset') mapSrcsetUrls(v, (u) => (out.push(u), u));
+    return name === 'srcset' ? out : [v];
+  };
+  fc.assert(
+    fc.property(anyHtml, (html) => {
+      const before = parsedAttrs(html).flat();
+      const after = parsedAttrs(runChunks([html])).flat();
+      return before.length === after.length && after.every(([name, v], k) => v === before[k]![1] || urls(name, v).every(inside));
+    }),
+    { numRuns: 1000 },
   );
   t.pass();
 });

@@ -151,6 +151,40 @@ t.test('resolveCorpusUrl', async (t) => {
   }
 });
 
+t.test('resolveCorpusUrl reads \\ and encoded dots as a browser does (decisions.md D3.7)', async (t) => {
+  const cases: [string, string, string, string][] = [
+    ['img\\a.png', 'a/b/c.html', '/a/b/img/a.png', 'a backslash separates like a slash'],
+    ['..\\..\\..\\..\\x.png', 'a/b/c.html', '/x.png', 'backslash .. clamped at the root'],
+    ['.\\img\\.\\a.png', 'a/c.html', '/a/img/a.png', 'backslash . segments dropped'],
+    ['img\\', 'a/c.html', '/a/img/', 'a trailing backslash names a directory'],
+    ['.%2E/%2e./.%2e/x.png', 'a/b/c.html', '/x.png', 'every mixed spelling of an encoded .. clamped'],
+    ['%2e/img/%2E/a.png', 'a/c.html', '/a/img/a.png', 'encoded . segments dropped'],
+    ['a/%2e%2e\\%2E%2E\\..\\x.png?v=..\\1#..\\f', 'p/q.html', '/x.png?v=..\\1#..\\f', 'query and fragment kept as written'],
+    ['.\t./x.png', 'a/b/c.html', '/a/x.png', 'a tab inside .. is ignored, as URL parsers strip it'],
+    ['a%2eb/..b/x.png', 'c.html', '/a%2eb/..b/x.png', 'dots inside names are not segments'],
+    ['\\x.png', 'a/b.html', '/x.png', 'a leading backslash is root-relative'],
+    ['/a\\..\\..\\x.png', 'p/q.html', '/x.png', 'a root-relative path with backslashes and .. resolved'],
+    ['/%2e%2e/x.png?a\\b', 'p/q.html', '/x.png?a\\b', 'a root-relative path with encoded .. clamped'],
+    ['\\\\cdn.example\\x.png', 'a/b.html', '//cdn.example/x.png', 'a backslash host becomes protocol-relative'],
+    ['/\\cdn.example\\x.png?q\\', 'a/b.html', '//cdn.example/x.png?q\\', 'so does a slash-backslash host'],
+  ];
+  for (const [url, page, want, why] of cases) t.equal(resolveCorpusUrl(url, page), want, `${JSON.stringify(url)} in ${page}: ${why}`);
+  for (const url of ['/abs//x.png', '/a..b/x.png', '//cdn.example/a/../x.png']) {
+    t.equal(resolveCorpusUrl(url, 'a/b.html'), url, `${JSON.stringify(url)} unchanged: no backslash, no dot segment`);
+  }
+
+  const page = pageFromHtml(
+    '<body><img src="..\\..\\..\\x.png" srcset="img\\..\\..\\..\\a.png 1x, %2E%2E/%2e%2e/b.png 2x"><a href="&#46;&#46;&#92;f.pdf" download>f</a></body>',
+    'd/e/p.html',
+    'p',
+  );
+  t.equal(
+    page.contentHtml,
+    '<img src="/x.png" srcset="/a.png 1x, /b.png 2x"><a href="/d/f.pdf" download>f</a>',
+    'no backslash and no .. survive in a page’s media URLs',
+  );
+});
+
 t.test('edge cases: symlinks, invalid UTF-8, media elements, character references', async (t) => {
   const dir = t.testdir({
     'real.html': '<title>Real</title><p>real</p>',
