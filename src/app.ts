@@ -71,8 +71,6 @@ async function requireBook(sql: Sql, userId: string, slug: string): Promise<Book
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, sql, exportSql } = deps;
   const cache = deps.exportCache ?? new ExportCache(config.exportCacheBytes);
-  const ownPool = deps.rewritePool === undefined && config.rewriteWorkers > 0 ? new RewritePool(config.rewriteWorkers) : undefined;
-  const rewritePool = deps.rewritePool ?? ownPool;
   const app = Fastify({
     logger: deps.logger ?? loggerOptions(config.logLevel),
     trustProxy:
@@ -87,6 +85,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     frameworkErrors,
   });
   installErrorHandling(app);
+  const ownPool =
+    deps.rewritePool === undefined && config.rewriteWorkers > 0
+      ? new RewritePool(config.rewriteWorkers, { jobTimeoutMs: config.rewriteTimeoutMs, log: app.log })
+      : undefined;
+  const rewritePool = deps.rewritePool ?? ownPool;
   if (ownPool) app.addHook('onClose', () => ownPool.close());
 
   let redis: Redis | undefined;
