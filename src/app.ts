@@ -92,7 +92,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   const outages = new OutageLog(app.log);
   const ownPool =
-    deps.rewritePool === undefined && config.rewriteWorkers > 0 ? new RewritePool(config.rewriteWorkers) : undefined;
+    deps.rewritePool === undefined && config.rewriteWorkers > 0
+      ? new RewritePool(config.rewriteWorkers, { jobTimeoutMs: config.rewriteTimeoutMs, log: app.log })
+      : undefined;
   const rewritePool = deps.rewritePool ?? ownPool;
   if (ownPool) app.addHook('onClose', () => ownPool.close());
 

@@ -3,126 +3,303 @@
  * rewrites one batch, the event loop encodes and writes the previous one and PostgreSQL sends the
  * next, so an export with HTML uses a second core. Texts travel as one transferred buffer per
  * batch each way; rows are never held by a worker beyond the batch it was given.
+ *
+ * A failure stays with the export whose batch caused it (decisions.md D8.6); see RewritePool.
  */
 import { Worker } from 'node:worker_threads';
-import type { RewriteReply, RewriteRequest } from './rewrite-batch.js';
+import { packRequest, unpackReply, type RewriteReady, type RewriteReply } from './rewrite-batch.js';
 
 // Under the TypeScript loader of the tests this module is rewrite-pool.ts, and so is its worker.
 const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './rewrite-worker.ts' : './rewrite-worker.js', import.meta.url);
 
-interface Job {
-  texts: readonly Buffer[];
-  resolve: (out: Buffer[]) => void;
-  reject: (err: Error) => void;
+/** Wait before a dead worker is replaced, doubled with each death since a batch was last rewritten. */
+const RESPAWN_MIN_MS = 100;
+const RESPAWN_MAX_MS = 30_000;
+/** Times a batch goes to another worker because the one holding it died on an earlier batch. */
+const MAX_RESENDS = 2;
+/** A worker that has not said it is ready by then failed to start (a module that hangs at load). */
+const START_TIMEOUT_MS = 60_000;
+
+/** Where deaths and restarts are reported; pino's shape, so a Fastify app passes `app.log`. */
+export interface RewritePoolLog {
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
 }
 
-interface Slot {
-  worker: Worker;
-  jobs: Map<number, Job>;
+export interface RewritePoolOptions {
+  /** Replaces rewrite-worker.ts (tests use failing ones); it must send RewriteReady once loaded. */
+  workerUrl?: URL;
+  /** Longest a worker may spend on one batch, from when the batch reaches the head of its queue (not the worker's start-up); ms, default 30 000. */
+  jobTimeoutMs?: number;
+  /** Batches that may wait while every worker is being replaced; more are rejected. Default 64. */
+  maxQueued?: number;
+  log?: RewritePoolLog;
 }
 
-/** Raised for every batch a worker held when it failed or stopped; the export using it aborts. */
+/** Raised for a batch that could not be rewritten; the export that sent it fails (decisions.md D6.2, D6.3). */
 export class RewriteWorkerError extends Error {
   override name = 'RewriteWorkerError';
 }
 
-/** A fixed number of rewrite workers; a worker that dies is replaced and its batches fail. */
+interface Job {
+  readonly id: number;
+  readonly texts: readonly Buffer[];
+  readonly prefix: string;
+  readonly resolve: (out: Buffer[]) => void;
+  readonly reject: (err: Error) => void;
+  resends: number;
+}
+
+/** One worker thread and the batches sent to it, in the order it handles them. */
+interface Member {
+  readonly index: number;
+  readonly worker: Worker;
+  /** It sent RewriteReady (or answered a batch): its module loaded. */
+  ready: boolean;
+  /** Takes no more batches: it threw, or is being stopped. */
+  stopping: boolean;
+  /** Its death was dealt with; anything it still sends is ignored. */
+  gone: boolean;
+  error: Error | null;
+  readonly jobs: Job[];
+  /** Until ready, the start timeout; then the timeout of the batch at the head of `jobs`. */
+  timer: NodeJS.Timeout | null;
+}
+
+/**
+ * A fixed number of rewrite workers, each replaced when it dies (decisions.md D8.6).
+ *
+ * A worker handles its batches one at a time in the order sent, so when one dies (it exits or
+ * throws, or is stopped because its batch overran `jobTimeoutMs`) the oldest batch it held is the
+ * cause: that batch is rejected, and the ones behind it, which never started, go to another
+ * worker, each at most MAX_RESENDS times. A worker that dies before it is ready blames no batch.
+ *
+ * Replacements wait 100 ms, doubled with every death until a batch is rewritten again, up to
+ * 30 s; each death is logged with its reason. While every worker waits to be replaced, batches
+ * queue for the replacement (at most `maxQueued`), unless the last worker failed to start and none
+ * has started since: then they are rejected at once, so an export fails fast instead of waiting
+ * out a backoff for a worker likely to fail the same way.
+ */
 export class RewritePool {
   readonly size: number;
   readonly #workerUrl: URL;
-  #slots: Slot[] = [];
+  readonly #jobTimeoutMs: number;
+  readonly #maxQueued: number;
+  readonly #log: RewritePoolLog | undefined;
+  /** Per slot: its worker, or null while the replacement waits out the backoff. */
+  readonly #members: (Member | null)[] = [];
+  readonly #respawns: (NodeJS.Timeout | null)[] = [];
+  /** Batches waiting for a replacement while no worker runs. */
+  readonly #queue: Job[] = [];
   #nextId = 1;
   #closed = false;
+  #restarts = 0;
+  /** Deaths since a batch was last rewritten: the backoff's exponent. */
+  #deathsInRow = 0;
+  /** Why the last worker failed to start, while none has started since. */
+  #startFailure: string | null = null;
 
-  /** `size` ≥ 1 workers, started now; `workerUrl` replaces rewrite-worker.ts (tests use a failing one). */
-  constructor(size: number, options: { workerUrl?: URL } = {}) {
+  /** `size` ≥ 1 workers, started now. */
+  constructor(size: number, options: RewritePoolOptions = {}) {
     this.size = size;
     this.#workerUrl = options.workerUrl ?? WORKER_URL;
-    for (let i = 0; i < size; i++) this.#slots.push(this.#spawn());
-  }
-
-  #spawn(): Slot {
-    const slot: Slot = { worker: new Worker(this.#workerUrl), jobs: new Map() };
-    // An idle pool never keeps the process alive; a worker is referenced while it holds a batch.
-    slot.worker.unref();
-    slot.worker.on('message', (reply: RewriteReply) => {
-      const job = slot.jobs.get(reply.id);
-      if (job === undefined) return;
-      this.#settled(slot, reply.id);
-      if ('error' in reply) {
-        job.reject(new RewriteWorkerError(`rewrite worker failed: ${reply.error}`));
-        return;
-      }
-      const data = Buffer.from(reply.data.buffer, reply.data.byteOffset, reply.data.byteLength);
-      let start = 0;
-      job.resolve(
-        job.texts.map((text, i) => {
-          const end = reply.ends[i]!;
-          const out = end === start ? text : data.subarray(start, end);
-          start = end;
-          return out;
-        }),
-      );
-    });
-    slot.worker.on('error', (err) => this.#retire(slot, `rewrite worker failed: ${err.message}`));
-    slot.worker.on('exit', (code) => this.#retire(slot, `rewrite worker stopped (exit code ${code})`));
-    return slot;
-  }
-
-  /** Fails the batches `slot` held and puts a fresh worker in its place (none once closed). */
-  #retire(slot: Slot, message: string): void {
-    const i = this.#slots.indexOf(slot);
-    if (i >= 0) {
-      // Replaced at once: a batch sent after an 'error' and before the 'exit' would be lost.
-      if (this.#closed) this.#slots.splice(i, 1);
-      else this.#slots[i] = this.#spawn();
-      void slot.worker.terminate();
+    this.#jobTimeoutMs = options.jobTimeoutMs ?? 30_000;
+    this.#maxQueued = options.maxQueued ?? 64;
+    this.#log = options.log;
+    for (let i = 0; i < size; i++) {
+      this.#members.push(null);
+      this.#respawns.push(null);
+      this.#start(i);
     }
-    this.#fail(slot, message);
   }
 
-  #settled(slot: Slot, id: number): void {
-    slot.jobs.delete(id);
-    if (slot.jobs.size === 0) slot.worker.unref();
-  }
-
-  #fail(slot: Slot, message: string): void {
-    const jobs = [...slot.jobs.values()];
-    slot.jobs.clear();
-    slot.worker.unref();
-    for (const job of jobs) job.reject(new RewriteWorkerError(message));
+  /** Workers started in place of dead ones since the pool was built. */
+  get restarts(): number {
+    return this.#restarts;
   }
 
   /**
    * The JSON texts of flagged contentHtml values (document-encoder.ts contentHtmlNeedsRewrite)
    * with their media URLs rewritten, in order; an unchanged text comes back as the same Buffer.
-   * Rejects with RewriteWorkerError if the worker fails or the pool is closed.
+   * Rejects with RewriteWorkerError if the batch cannot be rewritten (see the class), or the pool is closed.
    */
   rewrite(texts: readonly Buffer[], prefix: string): Promise<Buffer[]> {
     if (this.#closed) return Promise.reject(new RewriteWorkerError('the rewrite pool is closed'));
-    let total = 0;
-    for (const t of texts) total += t.length;
-    const data = new Uint8Array(total);
-    const ends = new Uint32Array(texts.length);
-    let at = 0;
-    texts.forEach((t, i) => {
-      data.set(t, at);
-      at += t.length;
-      ends[i] = at;
-    });
-    let slot = this.#slots[0]!;
-    for (const s of this.#slots) if (s.jobs.size < slot.jobs.size) slot = s;
-    const id = this.#nextId++;
     return new Promise<Buffer[]>((resolve, reject) => {
-      if (slot.jobs.size === 0) slot.worker.ref();
-      slot.jobs.set(id, { texts, resolve, reject });
-      slot.worker.postMessage({ id, prefix, data, ends } satisfies RewriteRequest, [data.buffer, ends.buffer]);
+      this.#dispatch({ id: this.#nextId++, texts, prefix, resolve, reject, resends: 0 });
     });
   }
 
-  /** Stops the workers; batches they still hold are rejected. */
+  /** Stops the workers; once they have stopped, batches they held or that waited for one are rejected. */
   async close(): Promise<void> {
     this.#closed = true;
-    await Promise.all(this.#slots.map((s) => s.worker.terminate()));
+    this.#respawns.forEach((timer, i) => {
+      if (timer !== null) clearTimeout(timer);
+      this.#respawns[i] = null;
+    });
+    const jobs = this.#queue.splice(0);
+    const stopped: Promise<number>[] = [];
+    this.#members.forEach((m, i) => {
+      if (m === null) return;
+      this.#members[i] = null;
+      m.gone = true;
+      if (m.timer !== null) clearTimeout(m.timer);
+      jobs.push(...m.jobs.splice(0));
+      stopped.push(m.worker.terminate());
+    });
+    await Promise.all(stopped);
+    for (const job of jobs) job.reject(new RewriteWorkerError('the rewrite pool is closed'));
+  }
+
+  /** Sends `job` to the running worker holding fewest batches, else queues it (true) or rejects it (false). */
+  #dispatch(job: Job): boolean {
+    let best: Member | null = null;
+    for (const m of this.#members) {
+      if (m !== null && !m.stopping && (best === null || m.jobs.length < best.jobs.length)) best = m;
+    }
+    if (best !== null) {
+      this.#send(best, job);
+      return true;
+    }
+    if (this.#startFailure !== null) {
+      job.reject(new RewriteWorkerError(`no rewrite worker could be started: ${this.#startFailure}`));
+      return false;
+    }
+    if (this.#queue.length >= this.#maxQueued) {
+      job.reject(new RewriteWorkerError(`no rewrite worker is running and ${this.#maxQueued} batches already wait for one`));
+      return false;
+    }
+    this.#queue.push(job);
+    // Queued batches are awaited by someone: the replacement must come even if nothing else runs.
+    for (const timer of this.#respawns) timer?.ref();
+    return true;
+  }
+
+  #send(m: Member, job: Job): void {
+    m.jobs.push(job);
+    if (m.jobs.length === 1) {
+      m.worker.ref();
+      if (m.ready) this.#armHead(m);
+    }
+    const req = packRequest(job.id, job.prefix, job.texts);
+    m.worker.postMessage(req, [req.data.buffer as ArrayBuffer, req.ends.buffer as ArrayBuffer]);
+  }
+
+  /** Starts the timeout of the batch now at the head of `m`'s queue (none when it holds none). */
+  #armHead(m: Member): void {
+    if (m.timer !== null) clearTimeout(m.timer);
+    m.timer = null;
+    if (m.jobs.length === 0) return;
+    m.timer = setTimeout(() => this.#giveUp(m, `rewrite worker took longer than ${this.#jobTimeoutMs} ms over one batch`), this.#jobTimeoutMs);
+    // The worker is referenced while it holds a batch; the timer need not keep the process alive too.
+    m.timer.unref();
+  }
+
+  #start(index: number): void {
+    let worker: Worker;
+    try {
+      worker = new Worker(this.#workerUrl);
+    } catch (err) {
+      this.#died(index, false, [], `rewrite worker could not be created: ${(err as Error).message}`);
+      // Rejected now (no worker started), unless another slot's worker runs.
+      for (const job of this.#queue.splice(0)) this.#dispatch(job);
+      return;
+    }
+    // An idle pool never keeps the process alive; a worker is referenced while it holds a batch.
+    worker.unref();
+    const m: Member = { index, worker, ready: false, stopping: false, gone: false, error: null, jobs: [], timer: null };
+    m.timer = setTimeout(() => this.#giveUp(m, `rewrite worker did not start within ${START_TIMEOUT_MS} ms`), START_TIMEOUT_MS);
+    m.timer.unref();
+    worker.on('message', (msg: RewriteReply | RewriteReady) => this.#onMessage(m, msg));
+    // 'exit' follows an uncaught exception, after the replies sent before it are delivered: only
+    // then is the oldest unanswered batch known to be the one the worker died on.
+    worker.on('error', (err) => {
+      m.error = err;
+      m.stopping = true;
+    });
+    worker.on('exit', (code) =>
+      this.#down(m, m.error !== null ? `rewrite worker failed: ${m.error.message}` : `rewrite worker stopped (exit code ${code})`),
+    );
+    this.#members[index] = m;
+    for (const job of this.#queue.splice(0)) this.#dispatch(job);
+  }
+
+  #onMessage(m: Member, msg: RewriteReply | RewriteReady): void {
+    if (m.gone) return;
+    if ('ready' in msg) {
+      this.#ready(m);
+      return;
+    }
+    const i = m.jobs[0]?.id === msg.id ? 0 : m.jobs.findIndex((j) => j.id === msg.id);
+    if (i < 0) return;
+    const job = m.jobs.splice(i, 1)[0]!;
+    if (!m.ready) this.#ready(m);
+    else if (i === 0) this.#armHead(m);
+    if (m.jobs.length === 0) m.worker.unref();
+    if ('error' in msg) {
+      job.reject(new RewriteWorkerError(`rewrite worker failed: ${msg.error}`));
+      return;
+    }
+    this.#deathsInRow = 0;
+    job.resolve(unpackReply(job.texts, msg));
+  }
+
+  #ready(m: Member): void {
+    if (m.ready) return;
+    m.ready = true;
+    this.#startFailure = null;
+    this.#armHead(m);
+  }
+
+  /** Stops a worker that overran a timeout; dealt with as dead now, not when its 'exit' comes. */
+  #giveUp(m: Member, reason: string): void {
+    m.stopping = true;
+    void m.worker.terminate();
+    this.#down(m, reason);
+  }
+
+  #down(m: Member, reason: string): void {
+    if (m.gone) return;
+    m.gone = true;
+    m.stopping = true;
+    if (m.timer !== null) clearTimeout(m.timer);
+    m.worker.unref();
+    if (this.#members[m.index] === m) this.#members[m.index] = null;
+    this.#died(m.index, m.ready, m.jobs.splice(0), reason);
+  }
+
+  /** Settles the batches of a worker that died in slot `index`, logs it and schedules its replacement. */
+  #died(index: number, started: boolean, jobs: Job[], reason: string): void {
+    if (this.#closed) {
+      for (const job of jobs) job.reject(new RewriteWorkerError('the rewrite pool is closed'));
+      return;
+    }
+    const culprit = started ? jobs.shift() : undefined;
+    if (!started) this.#startFailure = reason;
+    const delay = Math.min(RESPAWN_MAX_MS, RESPAWN_MIN_MS * 2 ** this.#deathsInRow);
+    this.#deathsInRow++;
+    const timer = setTimeout(() => {
+      this.#respawns[index] = null;
+      this.#restarts++;
+      this.#start(index);
+    }, delay);
+    timer.unref();
+    this.#respawns[index] = timer;
+    culprit?.reject(new RewriteWorkerError(reason));
+    let resent = 0;
+    for (const job of jobs) if (this.#resend(job, reason)) resent++;
+    const fields = { worker: index, reason, failed: jobs.length - resent + (culprit ? 1 : 0), resent, restartInMs: delay };
+    if (started) this.#log?.warn(fields, 'rewrite worker died; the batch it was on fails, the others go to another worker');
+    else this.#log?.error(fields, 'rewrite worker failed to start');
+  }
+
+  /** Sends a batch its dead worker never started to another one, unless it was sent again too often. */
+  #resend(job: Job, reason: string): boolean {
+    if (job.resends >= MAX_RESENDS) {
+      job.reject(new RewriteWorkerError(`${reason} (the batch was already sent again ${MAX_RESENDS} times)`));
+      return false;
+    }
+    job.resends++;
+    return this.#dispatch(job);
   }
 }

@@ -1,9 +1,9 @@
 /**
- * Entry of a rewrite worker thread (rewrite-pool.ts): answers each RewriteRequest with its batch
- * rewritten (rewrite-batch.ts), the reply's buffers transferred.
+ * Entry of a rewrite worker thread (rewrite-pool.ts): says it is ready (RewriteReady), then answers
+ * each RewriteRequest with its batch rewritten (rewrite-batch.ts), the reply's buffers transferred.
  */
 import { parentPort } from 'node:worker_threads';
-import { rewriteBatch, type RewriteReply, type RewriteRequest } from './rewrite-batch.js';
+import { rewriteBatch, type RewriteReady, type RewriteReply, type RewriteRequest } from './rewrite-batch.js';
 
 const port = parentPort;
 if (port !== null) {
@@ -17,4 +17,5 @@ if (port !== null) {
     }
     port.postMessage(reply, [reply.data.buffer as ArrayBuffer, reply.ends.buffer as ArrayBuffer]);
   });
+  port.postMessage({ ready: true } satisfies RewriteReady);
 }

@@ -1,7 +1,8 @@
 /**
  * The rewrite workers (src/export/rewrite-pool.ts): the same bytes as the event loop's rewrite,
  * batches matched to their replies whatever the order they finish in, and a worker that dies
- * failing only the batches it held, replaced for the next ones.
+ * failing the batch it was on, replaced for the next ones. How the pool keeps such failures to one
+ * export (decisions.md D8.6) is in rewrite-pool-failures.test.ts.
  */
 import t from 'tap';
 import { contentHtmlNeedsRewrite, rewriteContentHtmlJson } from '../../src/export/document-encoder.js';

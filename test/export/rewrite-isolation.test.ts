@@ -1,0 +1,69 @@
+/**
+ * decisions.md D8.6 end to end, through the real app and a real socket: two exports share one
+ * rewrite worker (fixtures/poison-worker.ts); a document of one holds a marker that kills the
+ * worker mid-export. That export fails (aborted body after its first byte, D6.3); the other,
+ * whose batches were queued behind the poison, completes.
+ */
+import t from 'tap';
+import { request } from 'undici';
+import { RewritePool } from '../../src/export/rewrite-pool.js';
+import { doc, seed, simpleSeed, startServer } from '../helpers/app.js';
+import { createTestDatabase } from '../helpers/db.js';
+
+const EXT = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
+const HEALTHY_DOCS = 1000;
+const POISONED_DOCS = 60;
+/** Past the first two batches of 10 rows: the poisoned export has sent its status and first bytes. */
+const POISON_AT = 25;
+
+const orderKey = (i: number) => `a${String(i).padStart(4, '0')}`;
+const html = (book: string, i: number) => `<p>${book} ${i}${i === POISON_AT && book === 'poisoned' ? ' POISON-EXIT' : ''}</p><img src="img/${i}.png">`;
+const docs = (book: string, n: number) => Array.from({ length: n }, (_, i) => doc(`${book}-${i}`, orderKey(i), { contentHtml: html(book, i) }));
+
+t.test('a document that kills a rewrite worker fails its own export; a concurrent one completes', async (t) => {
+  const db = await createTestDatabase(t);
+  await seed(db.sql, simpleSeed(docs('healthy', HEALTHY_DOCS), { user: 'u1', slug: 'healthy' }));
+  await seed(db.sql, simpleSeed(docs('poisoned', POISONED_DOCS), { user: 'u2', slug: 'poisoned' }));
+  const deaths: Record<string, unknown>[] = [];
+  const log = { warn: (obj: object) => deaths.push(obj as Record<string, unknown>), error: (obj: object) => deaths.push(obj as Record<string, unknown>) };
+  // One worker: every batch of both exports goes through the worker the poison kills.
+  const pool = new RewritePool(1, { workerUrl: new URL(`./fixtures/poison-worker.${EXT}`, import.meta.url), log });
+  t.teardown(() => pool.close());
+  const env = { EXPORT_BATCH_SIZE: '10', REWRITE_OFFLOAD_BYTES: '0', EXPORT_CACHE_BYTES: '0' };
+  const server = await startServer(t, env, db, { rewritePool: pool });
+  const get = async (slug: string, user: string) => {
+    const res = await request(`${server.url}/api/v1/open/books/${slug}/docs`, { headers: { authorization: `Bearer kbx_${user}` } });
+    const chunks: Buffer[] = [];
+    let error: unknown = null;
+    try {
+      for await (const c of res.body) chunks.push(c as Buffer);
+    } catch (err) {
+      error = err;
+    }
+    return { status: res.statusCode, text: Buffer.concat(chunks).toString('utf8'), error };
+  };
+
+  const [healthy, poisoned] = await Promise.all([get('healthy', 'u1'), get('poisoned', 'u2')]);
+
+  t.equal(poisoned.status, 200, 'the poisoned export had sent its first batch');
+  t.ok(poisoned.error !== null, 'its body ends in an error, not a clean end (D6.3)');
+  t.throws(() => JSON.parse(poisoned.text), 'and does not parse');
+  t.notMatch(poisoned.text, /"meta"/, 'no meta.count');
+
+  t.equal(healthy.status, 200);
+  t.equal(healthy.error, null, 'the other export ends cleanly');
+  const body = JSON.parse(healthy.text) as { documents: { id: string; contentHtml: string }[]; meta: { count: number } };
+  t.equal(body.meta.count, HEALTHY_DOCS, 'meta.count is all its documents');
+  t.strictSame(
+    body.documents.map((d) => d.id),
+    Array.from({ length: HEALTHY_DOCS }, (_, i) => `healthy-${i}`),
+    'every document, in order',
+  );
+  const unrewritten = body.documents.filter((d, i) => d.contentHtml !== `<p>healthy ${i}</p><img src="/media/img/${i}.png">`);
+  t.strictSame(unrewritten, [], 'every contentHtml rewritten by a worker (D3)');
+
+  t.equal(deaths.length, 1, 'one worker died, logged once');
+  t.match(deaths[0], { reason: 'rewrite worker stopped (exit code 3)', failed: 1 });
+  t.ok((deaths[0]!.resent as number) >= 1, `batches of the other export queued behind the poison were sent again (${deaths[0]!.resent})`);
+  t.equal(pool.restarts, 1, 'the worker was replaced');
+});
