@@ -66,6 +66,11 @@ export interface Config {
   rewriteTimeoutMs: number;
   /** How long running exports may take to finish on SIGTERM/SIGINT. */
   shutdownGraceMs: number;
+  /**
+   * Longest a client may take to send a request's line and headers before 408 REQUEST_TIMEOUT
+   * (decisions.md D7.4). Bounds receiving the request only, never the response's stream.
+   */
+  requestTimeoutMs: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -164,5 +169,6 @@ export function loadConfig(env: Env = process.env): Config {
     exportPerUserMax: int(env, 'EXPORT_PER_USER_MAX', 4, 1, 1000),
     rewriteTimeoutMs: int(env, 'REWRITE_TIMEOUT_MS', 30_000, 100, 3_600_000),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 30_000, 0, 3_600_000),
+    requestTimeoutMs: int(env, 'REQUEST_TIMEOUT_MS', 10_000, 100, 600_000),
   };
 }
