@@ -13,8 +13,9 @@ import { ExportCache, type ExportCacheKey } from './export/export-cache.js';
 import { EXPORT_HEADERS, streamExport } from './export/export-stream.js';
 import { RewritePool } from './export/rewrite-pool.js';
 import { BOOK_QUERY, type BookRow } from './export/query.js';
-import { frameworkErrors, installErrorHandling } from './http/error-handling.js';
+import { frameworkErrors, installErrorHandling, notServed } from './http/error-handling.js';
 import { booleanParam } from './http/params.js';
+import { installPreRouting, methodsExcept, preRoutingOptions, refuseBody } from './http/pre-routing.js';
 
 export interface AppDeps {
   config: Config;
@@ -85,7 +86,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // HEAD must not run a whole export: it gets a route of its own below.
     exposeHeadRoutes: false,
     frameworkErrors,
+    ...preRoutingOptions(config.requestTimeoutMs),
   });
+  installPreRouting(app);
   installErrorHandling(app);
   if (ownPool) app.addHook('onClose', () => ownPool.close());
 
@@ -110,7 +113,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       errorResponseBuilder: () => new ApiError('RATE_LIMITED'),
     });
 
-    api.get<{ Params: { bookSlug: string }; Querystring: Record<string, unknown> }>(EXPORT_PATH, async (req, reply) => {
+    api.get<{ Params: { bookSlug: string }; Querystring: Record<string, unknown> }>(EXPORT_PATH, { preParsing: refuseBody }, async (req, reply) => {
       const userId = await authenticate(sql, req);
       const excludeCategories = booleanParam(req.query, 'excludeCategories', true);
       const includeContentHtml = booleanParam(req.query, 'includeContentHtml', true);
@@ -129,13 +132,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     });
 
     // HEAD answers what GET would (status and headers) without running the export.
-    api.head<{ Params: { bookSlug: string }; Querystring: Record<string, unknown> }>(EXPORT_PATH, async (req, reply) => {
+    api.head<{ Params: { bookSlug: string }; Querystring: Record<string, unknown> }>(EXPORT_PATH, { preParsing: refuseBody }, async (req, reply) => {
       const userId = await authenticate(sql, req);
       booleanParam(req.query, 'excludeCategories', true);
       booleanParam(req.query, 'includeContentHtml', true);
       await requireBook(sql, userId, req.params.bookSlug);
       return reply.code(200).headers(EXPORT_HEADERS).send();
     });
+
+    // Any other method is answered 405 here, in this context, so the limit counts it (decisions.md D7.4).
+    api.route({ method: methodsExcept(api, ['GET', 'HEAD']), url: EXPORT_PATH, handler: notServed });
   });
 
   /** Sends a kept body on the wire exactly as a streamed export goes: same headers, chunked. */
