@@ -12,9 +12,10 @@ import { ApiError } from './errors.js';
 import { ExportAdmission } from './export/admission.js';
 import { ExportCache } from './export/export-cache.js';
 import { RewritePool } from './export/rewrite-pool.js';
-import { frameworkErrors, installErrorHandling } from './http/error-handling.js';
-import { registerExportRoute } from './http/export-route.js';
+import { frameworkErrors, installErrorHandling, notServed } from './http/error-handling.js';
+import { EXPORT_PATH, registerExportRoute } from './http/export-route.js';
 import { OutageLog } from './http/outage-log.js';
+import { installPreRouting, methodsExcept, preRoutingOptions } from './http/pre-routing.js';
 
 export interface AppDeps {
   config: Config;
@@ -89,7 +90,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // HEAD must not run a whole export: it gets a route of its own.
     exposeHeadRoutes: false,
     frameworkErrors,
+    ...preRoutingOptions(config.requestTimeoutMs),
   });
+  installPreRouting(app);
   const outages = new OutageLog(app.log);
   const ownPool =
     deps.rewritePool === undefined && config.rewriteWorkers > 0
@@ -152,6 +155,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       outages,
       rewritePool,
     });
+
+    // Any other method is answered 405 here, in this context, so the limit counts it (decisions.md D7.4).
+    api.route({ method: methodsExcept(api, ['GET', 'HEAD']), url: EXPORT_PATH, handler: notServed });
   });
   return app;
 }

@@ -71,6 +71,11 @@ export interface Config {
   dbTimeoutMs: number;
   /** How long running exports may take to finish on SIGTERM/SIGINT. */
   shutdownGraceMs: number;
+  /**
+   * Longest a client may take to send a request's line and headers before 408 REQUEST_TIMEOUT
+   * (decisions.md D7.4). Bounds receiving the request only, never the response's stream.
+   */
+  requestTimeoutMs: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -170,5 +175,6 @@ export function loadConfig(env: Env = process.env): Config {
     rewriteTimeoutMs: int(env, 'REWRITE_TIMEOUT_MS', 30_000, 100, 3_600_000),
     dbTimeoutMs: int(env, 'DB_TIMEOUT_MS', 5000, 100, 600_000),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 30_000, 0, 3_600_000),
+    requestTimeoutMs: int(env, 'REQUEST_TIMEOUT_MS', 10_000, 100, 600_000),
   };
 }

@@ -1,16 +1,20 @@
 /**
  * The one table of error codes the API answers with, and their HTTP status
- * (export-api.md section 7, decisions.md D4.1 and D7.3). README.md's error table is checked
+ * (export-api.md section 7, decisions.md D4.1, D7.3 and D7.4). README.md's error table is checked
  * against this one by test/errors.test.ts.
  */
 
 export const ERRORS = {
+  BAD_REQUEST: { status: 400, message: 'Malformed request' },
   INVALID_PARAMETER: { status: 400, message: 'Invalid request parameter' },
   INVALID_API_KEY: { status: 401, message: 'Missing, invalid, expired or revoked API key' },
   BOOK_NOT_FOUND: { status: 404, message: 'Knowledge base not found' },
   NOT_FOUND: { status: 404, message: 'Route not found' },
   METHOD_NOT_ALLOWED: { status: 405, message: 'Method not allowed' },
+  REQUEST_TIMEOUT: { status: 408, message: 'Request not received in time' },
+  PAYLOAD_TOO_LARGE: { status: 413, message: 'This API takes no request body' },
   RATE_LIMITED: { status: 429, message: 'Too many requests, retry later' },
+  HEADERS_TOO_LARGE: { status: 431, message: 'Request headers too large' },
   EXPORT_FAILED: { status: 500, message: 'Export failed' },
   SERVICE_UNAVAILABLE: { status: 503, message: 'Service temporarily unavailable, retry later' },
 } as const satisfies Record<string, { status: number; message: string }>;

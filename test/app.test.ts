@@ -348,10 +348,10 @@ t.test('D7.3: 405 and 404 do not depend on the request body (JSON, malformed JSO
   }
 });
 
-t.test('D7.3 / D4.1: malformed percent-encoding in the path is a 400 envelope, not 500', async (t) => {
+t.test('D7.4: malformed percent-encoding in the path is a malformed request line: 400 BAD_REQUEST, not 500', async (t) => {
   for (const raw of ['%E0%A4%A', '%', '%zz', 'kb%C3', '%C3%28']) {
     const r = await call(srv.url, `/api/v1/open/books/${raw}/docs`);
-    isEnvelope(t, r, 400, 'INVALID_PARAMETER', raw);
+    isEnvelope(t, r, 400, 'BAD_REQUEST', raw);
   }
 });
 

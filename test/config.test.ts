@@ -22,6 +22,7 @@ t.test('defaults', async (t) => {
   t.ok(c.exportConcurrency >= 1 && c.poolSize >= 1 && c.exportBatchSize >= 1);
   t.equal(c.rewriteWorkers, defaultRewriteWorkers());
   t.equal(c.rewriteOffloadBytes, 65_536);
+  t.equal(c.requestTimeoutMs, 10_000, 'D7.4: a request is cut within seconds');
 });
 
 t.test('rewrite workers: one per core beyond the event loop, at most 4; REWRITE_WORKERS=0 turns them off', async (t) => {
@@ -63,6 +64,7 @@ t.test('good values are read', async (t) => {
     LOG_LEVEL: 'silent',
     RATE_LIMIT_MAX: '1',
     STALL_TIMEOUT_MS: '100',
+    REQUEST_TIMEOUT_MS: '2500',
   });
   t.match(c, {
     host: '0.0.0.0',
@@ -72,6 +74,7 @@ t.test('good values are read', async (t) => {
     logLevel: 'silent',
     rateLimitMax: 1,
     stallTimeoutMs: 100,
+    requestTimeoutMs: 2500,
   });
   t.equal(loadConfig({ PORT: '0' }).port, 0);
   t.equal(loadConfig({ PORT: '65535' }).port, 65535);
@@ -113,6 +116,9 @@ t.test('each bad value throws ConfigError naming the variable', async (t) => {
     ['REWRITE_WORKERS', '65'],
     ['REWRITE_WORKERS', 'two'],
     ['REWRITE_OFFLOAD_BYTES', '-5'],
+    ['REQUEST_TIMEOUT_MS', '0'],
+    ['REQUEST_TIMEOUT_MS', '99'],
+    ['REQUEST_TIMEOUT_MS', '600001'],
   ];
   for (const [name, value] of cases) {
     let error: unknown;

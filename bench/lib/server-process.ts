@@ -34,7 +34,11 @@ export interface ServerOptions {
   env?: Record<string, string>;
 }
 
-const SERVER_JS = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'server.js');
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+// The built server either way: tests import this file from its TypeScript source, beside no server.js.
+const SERVER_JS = HERE.split(path.sep).includes('dist')
+  ? path.join(HERE, '..', 'server.js')
+  : path.join(HERE, '..', '..', 'dist', 'bench', 'server.js');
 
 async function statusField(pid: number, field: string): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');

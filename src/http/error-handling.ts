@@ -1,7 +1,7 @@
 /**
  * Every error the server answers with is the flat envelope of export-api.md section 7, Fastify's own
- * included (bad URL, unknown route, wrong method, bad query; decisions.md D4.1, D7.3). Causes of
- * 500s are logged, never returned.
+ * included (bad URL, unknown route, wrong method, bad query; decisions.md D4.1, D7.3, D7.4). Causes
+ * of 500s are logged, never returned. Errors of Node's parser are answered in client-errors.ts.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DependencyError } from '../db/dependency.js';
@@ -23,10 +23,23 @@ function send(reply: FastifyReply, code: ErrorCode, message?: string, retryAfter
   return reply.code(new ApiError(code).statusCode).type('application/json; charset=utf-8').send(body);
 }
 
-/** 405 with Allow on a served path, 404 NOT_FOUND elsewhere (decisions.md D7.3). */
-function notFound(req: FastifyRequest, reply: FastifyReply): FastifyReply {
+function servedPath(req: FastifyRequest): { allow: string } | undefined {
   const path = req.url.split('?', 1)[0] ?? '';
-  const route = ROUTES.find((r) => r.pattern.test(path));
+  return ROUTES.find((r) => r.pattern.test(path));
+}
+
+/** True when the request's path is served, but not with its method. */
+function methodMiss(req: FastifyRequest): boolean {
+  const route = servedPath(req);
+  return route !== undefined && !route.allow.split(', ').includes(req.method);
+}
+
+/**
+ * 405 with Allow on a served path, 404 NOT_FOUND elsewhere (decisions.md D7.3): the not-found
+ * handler, and the handler of a path's route for the methods it does not allow.
+ */
+export function notServed(req: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const route = servedPath(req);
   if (route) {
     reply.header('allow', route.allow);
     return send(reply, 'METHOD_NOT_ALLOWED');
@@ -51,30 +64,36 @@ export function installErrorHandling(app: FastifyInstance, deps: ErrorHandlingDe
       req.log.debug({ err }, 'dependency unavailable');
       return send(reply, 'SERVICE_UNAVAILABLE', undefined, RETRY_AFTER_S);
     }
-    // No route matched: Fastify still parses the body first, so a bad or oversized body on an
-    // unknown route or method must not turn the 404/405 into a 400 (decisions.md D7.3).
-    if (req.is404) return notFound(req, reply);
+    // No route answers this: Fastify still looks at the body's headers first (a malformed
+    // Content-Type, QUERY without one), which must not turn the 404/405 into a 400 (decisions.md D7.3).
+    if (req.is404 || methodMiss(req)) return notServed(req, reply);
     if (err.code === 'RATE_LIMITED' || err.statusCode === 429) return send(reply, 'RATE_LIMITED');
     const status = err.statusCode ?? 500;
     if (status === 404) return send(reply, 'NOT_FOUND');
     if (status === 405) return send(reply, 'METHOD_NOT_ALLOWED');
+    if (status === 413) return send(reply, 'PAYLOAD_TOO_LARGE');
     if (status >= 400 && status < 500) {
       req.log.info({ err }, 'bad request');
-      return send(reply, 'INVALID_PARAMETER', 'Invalid request');
+      return send(reply, 'BAD_REQUEST');
     }
     req.log.error({ err }, 'request failed');
     return send(reply, 'EXPORT_FAILED');
   });
 
-  app.setNotFoundHandler((req: FastifyRequest, reply) => notFound(req, reply));
+  app.setNotFoundHandler((req: FastifyRequest, reply) => notServed(req, reply));
 }
 
-/** Fastify's errors raised before routing (a malformed URL): 400 INVALID_PARAMETER in the envelope. */
+/**
+ * Fastify's errors raised before routing (a malformed URL, part of the request line): 400
+ * BAD_REQUEST in the envelope (decisions.md D7.4). No hook runs for them, so the connection is
+ * closed here: a body the request may carry is never read.
+ */
 export function frameworkErrors(
   err: Error,
   req: FastifyRequest,
   reply: FastifyReply,
 ): void {
   req.log.info({ err }, 'bad request before routing');
-  void send(reply, 'INVALID_PARAMETER', 'Malformed request URL');
+  reply.header('connection', 'close');
+  void send(reply, 'BAD_REQUEST', 'Malformed request URL');
 }

@@ -20,6 +20,7 @@ import type { RewritePool } from '../export/rewrite-pool.js';
 import { watchClient } from './client-gone.js';
 import type { OutageLog } from './outage-log.js';
 import { booleanParam } from './params.js';
+import { refuseBody } from './pre-routing.js';
 
 /** The export's route, as Fastify writes it. */
 export const EXPORT_PATH = '/api/v1/open/books/:bookSlug/docs';
@@ -36,7 +37,8 @@ export interface ExportRouteDeps {
   rewritePool: RewritePool | undefined;
 }
 
-type ExportRequest = FastifyRequest<{ Params: { bookSlug: string }; Querystring: Record<string, unknown> }>;
+type ExportRoute = { Params: { bookSlug: string }; Querystring: Record<string, unknown> };
+type ExportRequest = FastifyRequest<ExportRoute>;
 
 /** Registers GET and HEAD of the export path on `api` (a context whose hooks run first). */
 export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps): void {
@@ -82,7 +84,7 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
     return { userId, key: { bookId: book.id, version: book.export_version, excludeCategories, includeContentHtml } };
   }
 
-  api.get(EXPORT_PATH, async (req: ExportRequest, reply) => {
+  api.get<ExportRoute>(EXPORT_PATH, { preParsing: refuseBody }, async (req, reply) => {
     const client = watchClient(reply.raw);
     try {
       const { userId, key } = await admit(req);
@@ -111,7 +113,7 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
   });
 
   // HEAD answers what GET would (status and headers) without running the export.
-  api.head(EXPORT_PATH, async (req: ExportRequest, reply) => {
+  api.head<ExportRoute>(EXPORT_PATH, { preParsing: refuseBody }, async (req, reply) => {
     await admit(req);
     return reply.code(200).headers(EXPORT_HEADERS).send();
   });
