@@ -175,6 +175,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
           batchSize: config.exportBatchSize,
           ...(rewritePool ? { rewritePool, offloadBytes: config.rewriteOffloadBytes } : {}),
           stallTimeoutMs: config.stallTimeoutMs,
+          minDrainBytesPerS: config.minDrainBytesPerS,
+          maxDurationMs: config.exportMaxDurationMs,
           ...(cache.maxBytes > 0 ? { captureUpTo: cache.maxEntryBytes } : {}),
           onHeaders: () => reply.hijack(),
         },

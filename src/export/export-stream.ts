@@ -29,7 +29,12 @@ export interface ExportSettings {
   batchSize: number;
   /** Bytes of row text a batch aims at, so memory stays bounded whatever the documents' size. */
   batchChars?: number;
+  /** A client that accepts nothing for this long, ms, is dropped (decisions.md D6.4). */
   stallTimeoutMs: number;
+  /** Bytes per second a client must accept, over the last stallTimeoutMs; 0: no floor (decisions.md D8.3). */
+  minDrainBytesPerS: number;
+  /** Longest the export (and its snapshot) may stay open, ms; 0: no limit (decisions.md D8.3). */
+  maxDurationMs: number;
   /** Bytes per written chunk. */
   chunkSize?: number;
   /** Keep a copy of the body when it is at most this many bytes (for the export cache). */
@@ -155,7 +160,11 @@ export async function streamExport(
   res: ServerResponse,
   settings: ExportSettings,
 ): Promise<ExportResult> {
-  const writer = new ResponseWriter(res, settings.stallTimeoutMs);
+  const writer = new ResponseWriter(res, {
+    stallTimeoutMs: settings.stallTimeoutMs,
+    minDrainBytesPerS: settings.minDrainBytesPerS,
+    maxDurationMs: settings.maxDurationMs,
+  });
   const chunker = new JsonChunker(settings.chunkSize);
   const maxRows = Math.max(1, Math.trunc(settings.batchSize));
   const batchChars = settings.batchChars ?? (settings.rewritePool && req.includeContentHtml ? POOL_BATCH_CHARS : BATCH_CHARS);
@@ -276,5 +285,7 @@ export async function streamExport(
       res.destroy();
     }
     throw err;
+  } finally {
+    writer.close();
   }
 }
