@@ -208,6 +208,8 @@ export async function streamExport(
   };
 
   try {
+    // A client that left during the key and book lookups never reaches the database.
+    writer.check();
     const transaction = sql.begin('READ ONLY ISOLATION LEVEL REPEATABLE READ', async (tx) => {
       try {
         live();

@@ -11,6 +11,8 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
+import type { Sql } from '../../src/db/connect.js';
+import { streamExport } from '../../src/export/export-stream.js';
 import { ClientGoneError, ResponseWriter, type GoneReason, type ResponseWriterOptions } from '../../src/export/response-writer.js';
 
 const KB = 1024;
@@ -277,6 +279,30 @@ t.test('a client that closed before the writer was made: check() throws at once,
   t.ok(Date.now() - start < 100, 'no wait for a drain that never comes');
   t.ok(writer.signal.aborted, 'the signal tells the export to stop');
   writer.close();
+});
+
+t.test('streamExport: a client gone during the lookups ends the export before it takes a connection (D6.4)', async (t) => {
+  const server = await serve(t);
+  const client = await Client.get(server.port);
+  const x = await server.next();
+  client.socket.destroy();
+  await once(x.res, 'close');
+  let began = 0;
+  const sql = {
+    begin: () => {
+      began++;
+      return Promise.reject(new Error('this test has no database'));
+    },
+  } as unknown as Sql;
+  const result = await streamExport(sql, { userId: 'u1', bookSlug: 'kb', excludeCategories: false, includeContentHtml: true }, x.res, {
+    mediaProxyPrefix: '/media/',
+    batchSize: 10,
+    stallTimeoutMs: 60_000,
+    minDrainBytesPerS: 16 * KB,
+    maxDurationMs: 3_600_000,
+  });
+  t.equal(result.outcome, 'client-gone');
+  t.equal(began, 0, 'no transaction was begun');
 });
 
 t.test('half-close: a client that sends FIN after its request gets nothing, and the writer sees it gone', async (t) => {
