@@ -52,7 +52,7 @@ export class ExportAdmission {
    * ClientGoneError when `signal` aborts first (the client left; nothing was started).
    */
   async acquire(userId: string, signal: AbortSignal): Promise<Release> {
-    if (signal.aborted) throw new ClientGoneError('client went away before its export started');
+    if (signal.aborted) throw new ClientGoneError('gone', 'client went away before its export started');
     const held = this.#perUser.get(userId) ?? 0;
     if (held >= this.limits.perUserMax) {
       throw new ApiError('RATE_LIMITED', `At most ${this.limits.perUserMax} exports per user at once`, RETRY_AFTER_S);
@@ -74,7 +74,7 @@ export class ExportAdmission {
           signal.removeEventListener('abort', onAbort);
           reject(err);
         };
-        const onAbort = () => leave(new ClientGoneError('client went away while its export waited'));
+        const onAbort = () => leave(new ClientGoneError('gone', 'client went away while its export waited'));
         const timer = setTimeout(
           () => leave(new ApiError('SERVICE_UNAVAILABLE', 'No export slot became free in time, retry later', RETRY_AFTER_S)),
           this.limits.queueTimeoutMs,

@@ -20,7 +20,7 @@ import { DocumentCursor } from './document-cursor.js';
 import { ExportBody } from './export-body.js';
 import { OFFLOAD_BYTES, rewriteBatchHtml, type BatchHtml } from './html-stage.js';
 import { BOOK_QUERY, type BookRow, type DocumentQueryOptions, type DocumentRow } from './query.js';
-import { ClientGoneError, ResponseWriter, type ClientGoneReason } from './response-writer.js';
+import { ClientGoneError, ResponseWriter, type GoneReason } from './response-writer.js';
 import type { RewritePool } from './rewrite-pool.js';
 import { inSnapshot, type SnapshotTimeouts } from './snapshot.js';
 
@@ -58,7 +58,7 @@ export interface ExportSettings {
 export interface ExportResult {
   outcome: 'complete' | 'client-gone';
   /** Why the client is gone, when it is. */
-  reason?: ClientGoneReason;
+  reason?: GoneReason;
   count: number;
   bytes: number;
   /** The book's export version in the snapshot; '' when the export did not get that far. */
@@ -191,7 +191,7 @@ export async function streamExport(sql: Sql, req: ExportRequest, res: ServerResp
       }
       if (pending !== null) await body.writeBatch(pending.rows, await pending.html);
       await cursor.close();
-    });
+    }, { signal: writer.signal, reason: () => new ClientGoneError(writer.reason ?? 'gone') });
     // Committed cleanly: only now may the body be completed (decisions.md D6.3).
     await body.finish();
     res.end();

@@ -42,9 +42,15 @@ export interface Snapshot {
 
 /**
  * Runs `work` in a new snapshot and returns its result once the transaction committed. Rejects
- * with `work`'s error, a DependencyError (timeout), or the database's error (lost connection).
+ * with `work`'s error, a DependencyError (timeout), the database's error (lost connection), or
+ * `giveUp.reason()` as soon as `giveUp.signal` aborts.
  */
-export async function inSnapshot<T>(sql: Sql, timeouts: SnapshotTimeouts, work: (snap: Snapshot) => Promise<T>): Promise<T> {
+export async function inSnapshot<T>(
+  sql: Sql,
+  timeouts: SnapshotTimeouts,
+  work: (snap: Snapshot) => Promise<T>,
+  giveUp?: { signal: AbortSignal; reason: () => unknown },
+): Promise<T> {
   let failure: unknown = null;
   let lost = false;
   let fail!: (err: unknown) => void;
@@ -55,6 +61,10 @@ export async function inSnapshot<T>(sql: Sql, timeouts: SnapshotTimeouts, work: 
     };
   });
   failed.catch(() => {});
+  // The client is gone: the export stops now, not when the statement in flight returns.
+  const onGiveUp = () => fail(giveUp!.reason());
+  if (giveUp?.signal.aborted) onGiveUp();
+  else giveUp?.signal.addEventListener('abort', onGiveUp, { once: true });
   const check = () => {
     if (failure !== null) throw failure;
   };
@@ -105,6 +115,7 @@ export async function inSnapshot<T>(sql: Sql, timeouts: SnapshotTimeouts, work: 
   try {
     return (await Promise.race([transaction, failed])) as T;
   } finally {
+    giveUp?.signal.removeEventListener('abort', onGiveUp);
     clearTimeout(beginTimer);
     // From here on a callback that starts late (after the begin timeout) or is still running
     // must stop at its next statement.
