@@ -21,6 +21,7 @@ import { machineInfo } from './machine.js';
 import { fmt, mb, type ResultRow, type ScenarioResult } from './result.js';
 import { run as runEncoder } from './encoder.js';
 import { run as runRewriter } from './rewriter.js';
+import { run as runHardening } from './hardening.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 /** The source folder (dist/bench -> bench), where RESULTS.md is kept. */
@@ -351,6 +352,7 @@ async function main(): Promise<void> {
     add(await withoutWorkers(db.url, large, s1.copyHtmlMs, s1.peakHtml));
     add(await memory(db.url, small, medium, peakSmall, s1.peakLarge, large));
     add(await underLoad(db.url, small, plan));
+    add(await runHardening({ databaseUrl: db.url, sql: db.sql, small, medium, large, quick: plan.quick, log }));
     log('5. rewriter');
     add(await runRewriter({ quick: plan.quick }));
     log('6. encoder');

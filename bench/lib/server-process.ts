@@ -69,6 +69,8 @@ export async function startServer(opts: ServerOptions): Promise<ServerProcess> {
       PORT: String(port),
       // The load scenarios send far more than a client should; the limiter still runs on every request.
       RATE_LIMIT_MAX: '1000000000',
+      // Every scenario drives the server with one key; scenario 9 sets its own limits.
+      EXPORT_PER_USER_MAX: '1000',
       LOG_LEVEL: 'warn',
       ...opts.env,
     },

@@ -41,7 +41,8 @@ export class DocumentCursor {
   #head = 0;
   #sizesDone = false;
   #sizesPending: Promise<void> | null = null;
-  #ahead: Promise<Request> | null;
+  /** The next batch: asked for already, to be asked for when wanted (a function), or none. */
+  #ahead: Promise<Request> | (() => Promise<Request>) | null;
   #first = true;
   /** Sizes per read: the first batch's only, so the first byte waits for no more than it needs. */
   #sizeChunk: number;
@@ -68,7 +69,8 @@ export class DocumentCursor {
    */
   async next(): Promise<DocumentRow[] | null> {
     if (this.#ahead === null) return null;
-    const { asked, rows: pending } = await this.#ahead;
+    const ahead = typeof this.#ahead === 'function' ? this.#ahead() : this.#ahead;
+    const { asked, rows: pending } = await ahead;
     const rows = await pending;
     const first = this.#first;
     this.#first = false;
@@ -76,7 +78,8 @@ export class DocumentCursor {
     const more = asked !== 0 && rows.length === asked;
     // A row larger than the budget is not read ahead: it comes when asked for, so no more than one
     // such document is in memory for the cursor (decisions.md D8.4).
-    this.#ahead = !more ? null : this.#nextIsOversized() ? this.#later() : this.#request(this.limits.maxRows, this.limits.fetchMs);
+    const ask = () => this.#request(this.limits.maxRows, this.limits.fetchMs);
+    this.#ahead = !more ? null : this.#nextIsOversized() ? ask : ask();
     return rows.length === 0 && !first ? null : rows;
   }
 
@@ -84,12 +87,6 @@ export class DocumentCursor {
   #nextIsOversized(): boolean {
     const size = this.#sizes[this.#head];
     return size !== undefined && size + ROW_OVERHEAD_BYTES > this.limits.budgetBytes;
-  }
-
-  /** A request made only when awaited. */
-  #later(): Promise<Request> {
-    const request = { then: (resolve: (r: Promise<Request>) => void) => resolve(this.#request(this.limits.maxRows, this.limits.fetchMs)) };
-    return request as unknown as Promise<Request>;
   }
 
   /** Closes both cursors (the transaction's end would too; this frees their memory earlier). */
