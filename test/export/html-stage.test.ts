@@ -1,0 +1,88 @@
+/**
+ * The HTML stage (src/export/html-stage.ts) and the splice of rewritten attribute values into
+ * contentHtml's JSON text (document-encoder.ts rewriteContentHtmlJson): byte for byte what
+ * decoding, rewriting with the rewriter of record and re-escaping the whole text gives, for any
+ * HTML; the same bytes whichever path rewrites a batch; large documents never sent to a worker.
+ */
+import fc from 'fast-check';
+import t from 'tap';
+import { rewriteContentHtmlJson } from '../../src/export/document-encoder.js';
+import { rewriteBatchHtml } from '../../src/export/html-stage.js';
+import { rewriteHtml } from '../../src/export/html-rewriter.js';
+import { LARGE_DOCUMENT_BYTES } from '../../src/export/large-garbage.js';
+import { DOC, type DocumentRow } from '../../src/export/query.js';
+import { RewritePool } from '../../src/export/rewrite-pool.js';
+
+const P = '/media/';
+const json = (s: string) => Buffer.from(JSON.stringify(s));
+
+/** HTML made of pieces that stress the splice: media tags, references, quotes, escapes, astral characters. */
+const fragment = fc.constantFrom(
+  '<img src="a.png">',
+  "<img src='../x/y.png' alt=\"é\">",
+  '<img src=u.png>',
+  '<img srcset="a.png 1x, b.png 2x">',
+  '<a href="f.pdf" download>f</a>',
+  '<video poster="p.jpg" src="v.mp4"></video>',
+  '<img src="&#x61;.png">',
+  '<img src="sp ace.png">',
+  '<img src="/media/x.png">',
+  '<img src="data:image/png;base64,AAAA">',
+  '<!-- <img src="c.png"> -->',
+  '"quoted" \\ back\\slash',
+  '\u0001\u001f\u007f',
+  '\n\r\t',
+  'naïve 日本 😀 \ud83d\ude00',
+  '\u2028\u2029',
+  '<p>text</p>',
+);
+const html = fc.array(fc.oneof(fragment, fc.string({ unit: 'binary', maxLength: 8 })), { maxLength: 12 }).map((xs) => xs.join(''));
+
+t.test('the splice into the JSON text equals re-escaping the rewriter\'s output whole (any HTML)', async (t) => {
+  fc.assert(
+    fc.property(html, (h) => {
+      const out = rewriteContentHtmlJson(json(h), P);
+      return out.toString('utf8') === JSON.stringify(rewriteHtml(h, P));
+    }),
+    { numRuns: 3000 },
+  );
+  t.pass('held for 3,000 generated documents');
+});
+
+t.test('unchanged HTML comes back as the very same Buffer', async (t) => {
+  const j = json('<img src="data:image/png;base64,AAAA"><img src="https://cdn/x.png">');
+  t.equal(rewriteContentHtmlJson(j, P), j);
+});
+
+function row(contentHtml: string | null): DocumentRow {
+  const r = new Array(18).fill(null) as unknown as DocumentRow;
+  r[DOC.contentHtml] = contentHtml === null ? null : json(contentHtml);
+  return r;
+}
+
+t.test('one path whatever runs it: the same bytes inline and with a pool; large documents stay inline', async (t) => {
+  const pool = new RewritePool(1);
+  t.teardown(() => pool.close());
+  const rows = [
+    row(null),
+    row(''),
+    row('<p>no media</p>'),
+    row('<img src="a.png">'),
+    row('<p>' + 'x'.repeat(70_000) + '<img src="b.png"></p>'),
+  ];
+  const inline = rewriteBatchHtml(rows, P, undefined, 0) as Buffer[];
+  const pooled = await rewriteBatchHtml(rows, P, pool, 0);
+  t.same(pooled.map(String), inline.map(String), 'same bytes from the worker');
+  t.equal(inline[0]!.toString(), 'null', 'NULL is null (D2.1)');
+  t.equal(inline[1]!.toString(), 'null', "'' is null (D2.1)");
+  t.equal(inline[2], rows[2]![DOC.contentHtml], 'passed through as stored');
+  t.match(inline[3]!.toString(), /\/media\/a\.png/);
+
+  await pool.close();
+  const large = [row('<img src="a.png">' + 'y'.repeat(LARGE_DOCUMENT_BYTES))];
+  const out = rewriteBatchHtml(large, P, pool, 0);
+  t.ok(Array.isArray(out), 'a large document is rewritten on the event loop, not sent to the (closed) pool');
+  t.match((out as Buffer[])[0]!.subarray(0, 40).toString(), /\/media\/a\.png/);
+  const small = rewriteBatchHtml([row('<img src="a.png">')], P, pool, 0);
+  await t.rejects(small as Promise<Buffer[]>, 'a small flagged batch does go to the pool, which is closed');
+});
