@@ -7,12 +7,11 @@
  * 9. overload: 64 clients at once against EXPORT_CONCURRENCY=8: completed exports, 503s and 429s
  *    (each checked to be the documented envelope with Retry-After), time to first byte, peak RSS.
  */
-import postgres from 'postgres';
 import { request } from 'undici';
 import type { Sql } from '../src/db/connect.js';
 import { documentSizeQuery } from '../src/export/query.js';
 import { BENCH_KEY, BENCH_USER, type Dataset } from './lib/datasets.js';
-import { agent, copyOnce, exportOnce, median } from './lib/http-client.js';
+import { agent, copyOnce, copyQuery, exportOnce, median } from './lib/http-client.js';
 import { startServer } from './lib/server-process.js';
 import { fmt, mb, type ResultRow, type ScenarioResult } from './result.js';
 
@@ -67,21 +66,10 @@ async function skewed(databaseUrl: string, sql: Sql, small: Dataset, large: Data
   // What the size cursor costs: its query drained on its own, against COPY of the exported rows.
   log(`8. the size cursor over ${large.name}, against COPY`);
   const copy = await copyOnce(databaseUrl, large.bookId, true);
-  const pg = postgres(databaseUrl, { max: 1, onnotice: () => {} });
-  let sizesMs: number;
-  try {
-    const sizes: number[] = [];
-    for (let i = 0; i < 3; i++) {
-      const t0 = now();
-      await pg.unsafe(`COPY (${documentSizeQuery({ excludeCategories: true, includeContentHtml: true }).replace('$1', `'${large.bookId}'`)}) TO STDOUT`).readable().then(async (s) => {
-        for await (const _ of s) void _;
-      });
-      sizes.push(now() - t0);
-    }
-    sizesMs = median(sizes);
-  } finally {
-    await pg.end();
-  }
+  const sizeQuery = documentSizeQuery({ excludeCategories: true, includeContentHtml: true }).replace('$1', `'${large.bookId}'`);
+  const sizes: number[] = [];
+  for (let i = 0; i < 3; i++) sizes.push((await copyQuery(databaseUrl, sizeQuery)).totalMs);
+  const sizesMs = median(sizes);
   const rows: ResultRow[] = [
     {
       scenario: '8. Size-skewed memory',

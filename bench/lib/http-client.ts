@@ -84,7 +84,11 @@ export function plainDocumentQuery(bookId: string, html: boolean): string {
  * connection's socket paused after a COPY TO STDOUT, and the next query on it never completes.
  */
 export async function copyOnce(databaseUrl: string, bookId: string, html: boolean): Promise<CopyRun> {
-  const query = plainDocumentQuery(bookId, html);
+  return copyQuery(databaseUrl, plainDocumentQuery(bookId, html));
+}
+
+/** `COPY (query) TO STDOUT` on a connection of its own (see copyOnce), drained to nowhere. */
+export async function copyQuery(databaseUrl: string, query: string): Promise<CopyRun> {
   const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
   try {
     await sql`SELECT 1`;

@@ -74,15 +74,15 @@ export const EXPORT_HEADERS = {
 } as const;
 
 /** Rows of the first FETCH: few, so the status line goes out fast whatever the knowledge base's size. */
-export const FIRST_BATCH_ROWS = 16;
+const FIRST_BATCH_ROWS = 16;
 /** Default bytes of row data per batch. */
-export const BATCH_BYTES = 2 * 1024 * 1024;
+const BATCH_BYTES = 2 * 1024 * 1024;
 /**
  * The default of an export with HTML when rewrite workers run: three batches are then in flight
  * (encoded, rewritten, fetched) instead of two, and the worker's heap grows with its batch. 256 KB
  * instead of 2 MB keeps the peak RSS ~20 MB lower for ~10 % of the speed (bench/optimisations.md).
  */
-export const POOL_BATCH_BYTES = 256 * 1024;
+const POOL_BATCH_BYTES = 256 * 1024;
 
 /**
  * The snapshot's timeouts from the configuration (decisions.md D8.5, D8.7): `dbTimeoutMs` bounds
@@ -90,7 +90,7 @@ export const POOL_BATCH_BYTES = 256 * 1024;
  * timeout outlasts the stall rules (a batch of `batchBytes` written at the drain floor, plus the
  * stall timeout), and is the snapshot-age limit itself when there is no floor.
  */
-export function exportTimeouts(o: {
+function exportTimeouts(o: {
   dbTimeoutMs: number;
   stallTimeoutMs: number;
   minDrainBytesPerS: number;
