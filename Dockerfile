@@ -13,9 +13,12 @@ RUN npx tsc -p tsconfig.json \
  && npm prune --omit=dev --ignore-scripts
 
 FROM node:24-slim
+# MALLOC_*: src/server.ts SERVER_MALLOC_ENV says why.
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
-    PORT=3000
+    PORT=3000 \
+    MALLOC_ARENA_MAX=2 \
+    MALLOC_MMAP_THRESHOLD_=131072
 WORKDIR /app
 COPY --from=build --chown=root:root /app/package.json ./
 COPY --from=build --chown=root:root /app/node_modules ./node_modules

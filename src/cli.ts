@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=2 --heap-growing-percent=100
+#!/usr/bin/env -S MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072 node --max-semi-space-size=2 --heap-growing-percent=100
 /**
  * `kb-export`: the command-line entry point (serve, migrate, load, keys, import-html).
  * Configuration comes from the environment (see README.md); a bad value stops with its name.

@@ -8,7 +8,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../src/db/embedded.js';
-import { SERVER_NODE_FLAGS } from '../../src/server.js';
+import { SERVER_MALLOC_ENV, SERVER_NODE_FLAGS } from '../../src/server.js';
 
 export interface ServerProcess {
   /** `http://127.0.0.1:<port>` */
@@ -64,6 +64,7 @@ export async function startServer(opts: ServerOptions): Promise<ServerProcess> {
   const child = spawn(process.execPath, args, {
     env: {
       ...process.env,
+      ...SERVER_MALLOC_ENV,
       DATABASE_URL: opts.databaseUrl,
       HOST: '127.0.0.1',
       PORT: String(port),

@@ -13,7 +13,7 @@ import vm from 'node:vm';
 /** A document is large when its contentHtml's JSON text has at least this many bytes. */
 export const LARGE_DOCUMENT_BYTES = 1024 * 1024;
 /** Bytes of large documents rewritten between two full collections. */
-const LARGE_GARBAGE_BYTES = 16 * 1024 * 1024;
+const LARGE_GARBAGE_BYTES = 1024 * 1024;
 
 let collect: (() => void) | null | undefined;
 
