@@ -1,19 +1,17 @@
 /**
  * Prompt collection of the garbage a large document's rewriting leaves (decisions.md D8.4).
- * Rewriting one document's contentHtml allocates about six times its size in short-lived strings
- * (decoded JSON, the tokenizer's runs, the spliced output, the re-escaped JSON). V8 collects large
- * strings only in full collections, which it starts late (the server lets the heap double first:
- * --heap-growing-percent), so a run of 8 MB documents piled up 150 MB of garbage on top of the
- * live data. After every LARGE_GARBAGE_BYTES of large documents rewritten, a full collection runs:
- * a few milliseconds against the hundreds the rewriting itself took.
+ * Rewriting one document's contentHtml allocates a few times its size in short-lived strings
+ * (the decoded JSON, the tokenizer's runs, the spliced output). V8 collects large strings only in
+ * full collections, which it starts late (the server lets the heap double first:
+ * --heap-growing-percent), so a run of 8 MB documents piled the garbage of several of them on top
+ * of the live data. Before each large document is rewritten, the previous ones' garbage is
+ * collected: a few milliseconds against the hundreds of milliseconds the rewriting itself takes.
  */
 import v8 from 'node:v8';
 import vm from 'node:vm';
 
 /** A document is large when its contentHtml's JSON text has at least this many bytes. */
 export const LARGE_DOCUMENT_BYTES = 1024 * 1024;
-/** Bytes of large documents rewritten between two full collections. */
-const LARGE_GARBAGE_BYTES = 1024 * 1024;
 
 let collect: (() => void) | null | undefined;
 
@@ -36,13 +34,7 @@ function fullCollection(): (() => void) | null {
   return collect;
 }
 
-let sinceCollection = 0;
-
-/** Counts a rewritten document of `bytes`; runs a full collection when enough large ones piled up. */
+/** Called before a document of `bytes` is rewritten: collects the garbage of earlier large ones first. */
 export function noteRewritten(bytes: number): void {
-  if (bytes < LARGE_DOCUMENT_BYTES) return;
-  sinceCollection += bytes;
-  if (sinceCollection < LARGE_GARBAGE_BYTES) return;
-  sinceCollection = 0;
-  fullCollection()?.();
+  if (bytes >= LARGE_DOCUMENT_BYTES) fullCollection()?.();
 }
