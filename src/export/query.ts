@@ -22,7 +22,10 @@ export interface BookRow {
   cover_image: string | null;
   created_at: string;
   updated_at: string;
-  /** Bumped with every change to what the export holds (sql/0002_export_version.sql); a bigint as text. */
+  /**
+   * A random UUID as text, new in every transaction that changes what the export holds; equal
+   * versions promise equal export data (sql/0003_export_version_random.sql, decisions.md D9.1).
+   */
   export_version: string;
 }
 
@@ -126,7 +129,8 @@ function documentsOf(opts: DocumentQueryOptions): string {
 const ORDER = 'ORDER BY order_key, id';
 
 /**
- * The cursor's query; `$1` is the book id. Active documents only (export-api.md 4.1 rule 1),
+ * The cursor's query; `$1` is the book id. A column added here must join the exported columns that
+ * sql/0003_export_version_random.sql compares, or changes to it would not change the export version. Active documents only (export-api.md 4.1 rule 1),
  * ordered by order key then id, byte-wise (decisions.md D1.1, D1.2), served by documents_export_idx.
  * PostgreSQL escapes every string as JSON (`to_json`), so the server passes the bytes through
  * instead of decoding, escaping and encoding them again; the encoder applies the D2 rules.

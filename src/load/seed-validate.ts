@@ -39,6 +39,8 @@ function optionalTimestamp(o: Obj, field: string, where: string): string | null 
   const v = optionalString(o, field, where);
   if (v === null) return null;
   // A date, or a date and time; without a zone it is UTC (connections run with TimeZone=UTC).
+  // Only digits match: PostgreSQL's own words ('infinity', '-infinity', 'epoch', 'now') do not, so a
+  // book or document never gets a timestamp the export cannot format (sql/0004_finite_timestamps.sql).
   if (!/^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|z|[+-]\d{2}(:?\d{2})?)?)?$/.test(v) || Number.isNaN(Date.parse(v))) {
     throw new SeedError(`${where}: field "${field}" must be an ISO 8601 timestamp, got "${v}"`);
   }

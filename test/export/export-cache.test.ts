@@ -1,7 +1,8 @@
 /**
- * The cache of small export bodies (src/export/export-cache.ts, sql/0002_export_version.sql): a
- * body is served again only while nothing it holds has changed, so every change below must be
- * seen by the very next export, and a served body is byte-for-byte the streamed one.
+ * The cache of small export bodies (src/export/export-cache.ts, sql/0003_export_version_random.sql):
+ * a body is served again only while nothing it holds has changed, so every change below, deletion
+ * and re-creation included, must be seen by the very next export (decisions.md D9.1), and a served
+ * body is byte-for-byte the streamed one.
  */
 import t from 'tap';
 import { request } from 'undici';
@@ -34,15 +35,20 @@ t.test('ExportCache: hits, misses, size limits and least-recently-used eviction'
   t.ok(c.get({ ...key('1'), bookId: 'f' }), 'the newest stayed');
 });
 
-t.test('ExportCache: a newer version drops the older ones; an older one is never stored over it', async (t) => {
+t.test('ExportCache: versions are not ordered; asking for or keeping one drops the book\'s others', async (t) => {
   const c = new ExportCache(1000);
-  c.set(key('9'), Buffer.from('v9'));
-  c.set(key('10'), Buffer.from('v10'));
-  t.equal(c.get(key('9')), undefined, 'version 9 went when 10 arrived (compared as numbers)');
-  c.set(key('9'), Buffer.from('stale'));
-  t.equal(c.get(key('9')), undefined, 'a body read at an older version is not kept');
-  t.same(c.get(key('10')), Buffer.from('v10'));
-  t.equal(c.size, 3);
+  const [v1, v2] = ['5e1e1a9c-0000-4000-8000-000000000001', '0a7b2c3d-0000-4000-8000-000000000002'];
+  c.set(key(v1), Buffer.from('one'));
+  c.set({ ...key(v1), bookId: 'other' }, Buffer.from('other'));
+  t.same(c.get(key(v1)), Buffer.from('one'));
+  t.equal(c.get(key(v2)), undefined, 'a body is only served for the version it was read at');
+  t.equal(c.get(key(v1)), undefined, 'asking for the current version dropped the other one');
+  c.set(key(v2), Buffer.from('two'));
+  c.set(key(v1), Buffer.from('one again'));
+  t.same(c.get(key(v1)), Buffer.from('one again'), 'a body kept after another version is kept under its own (no order)');
+  t.equal(c.get(key(v2)), undefined, 'keeping one again dropped two');
+  t.same(c.get({ ...key(v1), bookId: 'other' }), Buffer.from('other'), 'other books keep theirs');
+  t.equal(c.size, 'other'.length, 'asking for two dropped one again');
 });
 
 t.test('ExportCache: 0 bytes turns it off', async (t) => {
@@ -99,6 +105,59 @@ t.test('every change to what the export holds is seen by the next export', async
     t.ok(seen(after.body), `${what}: the next export shows it`);
     t.equal(server.exportCache.hits, hits, `${what}: not served from memory`);
   }
+});
+
+t.test('a knowledge base deleted and loaded again with the same ids is exported afresh (D9.1)', async (t) => {
+  const server = await startServer(t);
+  const sql = server.db.sql;
+  await seed(sql, simpleSeed([doc('d1', 'a0'), doc('d2', 'a1')]));
+  await exportBody(server);
+  await exportBody(server);
+  const hits = server.exportCache.hits;
+  t.equal(hits, 1, 'cached before');
+  for (const name of ['reloaded', 'reloaded again']) {
+    await sql`DELETE FROM books WHERE id = 'b-u1'`;
+    // The owner is already in the database (seed-format.md rule 1).
+    await seed(sql, { users: [], books: simpleSeed([doc('d1', 'a0', { name }), doc('d2', 'a1')]).books });
+    t.same(names((await exportBody(server)).body), [name, 'Doc d2'], `${name}: the new data`);
+    t.equal(server.exportCache.hits, hits, `${name}: not served from memory`);
+  }
+});
+
+t.test('restore-like replays of the same rows are exported afresh', async (t) => {
+  const server = await startServer(t);
+  const sql = server.db.sql;
+  await seed(sql, simpleSeed([doc('d1', 'a0'), doc('d2', 'a1'), doc('d3', 'a2')]));
+  const original = await exportBody(server);
+  const rows = await sql`SELECT * FROM documents ORDER BY id`;
+  await sql`TRUNCATE documents`;
+  const changed = rows.map((r) => (r.id === 'd2' ? { ...r, name: 'restored' } : r)).reverse();
+  await sql`INSERT INTO documents ${sql(changed as Record<string, unknown>[])}`;
+  await exportBody(server);
+  t.same(names((await exportBody(server)).body), ['Doc d1', 'restored', 'Doc d3'], 'truncated and inserted again in another order');
+  const hits = server.exportCache.hits;
+  await sql.begin(async (tx) => {
+    await tx`DELETE FROM documents`;
+    for (const r of rows) await tx`INSERT INTO documents ${tx(r)}`;
+  });
+  const replayed = await exportBody(server);
+  t.ok(replayed.body.equals(original.body), 'deleted and inserted again as they were first: the first body');
+  t.equal(server.exportCache.hits, hits, 'not served from memory');
+});
+
+t.test('an autosave of the editor formats keeps the version: the next export is served from memory', async (t) => {
+  const server = await startServer(t);
+  const sql = server.db.sql;
+  await seed(sql, simpleSeed([doc('d1', 'a0'), doc('d2', 'a1')]));
+  const first = await exportBody(server);
+  await sql`UPDATE documents SET content_yjs = '\x0102', content_json = '{"type":"doc"}' WHERE id = 'd1'`;
+  await sql`UPDATE documents SET name = name, content_html = content_html`;
+  const second = await exportBody(server);
+  t.equal(server.exportCache.hits, 1, 'a hit');
+  t.ok(second.body.equals(first.body));
+  await sql`UPDATE documents SET name = 'renamed' WHERE id = 'd2'`;
+  t.same(names((await exportBody(server)).body), ['Doc d1', 'renamed'], 'a change to an exported column is seen');
+  t.equal(server.exportCache.hits, 1, 'and not served from memory');
 });
 
 t.test('an export larger than a quarter of EXPORT_CACHE_BYTES is streamed every time', async (t) => {

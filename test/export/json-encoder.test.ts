@@ -308,7 +308,7 @@ const bookArb: fc.Arbitrary<BookRow> = fc.record({
   cover_image: optString,
   created_at: timestamp,
   updated_at: timestamp,
-  export_version: fc.bigInt({ min: 0n, max: 2n ** 63n - 1n }).map(String),
+  export_version: fc.uuid(),
 });
 const htmlArb = fc.oneof(
   optString,
@@ -372,7 +372,7 @@ t.test('encodeOpening/encodeDocument/encodeClosing: fixed adversarial document (
     cover_image: null,
     created_at: '2024-03-01T10:00:00.000Z',
     updated_at: '2024-03-02T10:00:00.000Z',
-    export_version: '0',
+    export_version: '00000000-0000-4000-8000-000000000000',
   };
   const v1 = stored([
     'd\u0000', 'slug\ud800', CONTROLS.join(''), 'document', '', 'a0\u007f', '', null, '', 'top', [], '', null, null,
@@ -414,7 +414,7 @@ t.test('encodeOpening/encodeDocument/encodeClosing: fixed adversarial document (
 t.test('empty export: opening + closing parses with no documents', async (t) => {
   const book: BookRow = {
     id: 'b', slug: 'kb', name: 'KB', description: 'd', cover_image: 'covers/x.png',
-    created_at: '2024-03-01T10:00:00.000Z', updated_at: '2024-03-01T10:00:00.000Z', export_version: '7',
+    created_at: '2024-03-01T10:00:00.000Z', updated_at: '2024-03-01T10:00:00.000Z', export_version: '7d1f0c52-3b9e-4c1a-9f2e-5a6b7c8d9e0f',
   };
   const parsed = parseBody(encodeAll(book, []));
   t.same(parsed, { success: true, book: { ...expectedBook(book), coverImage: 'covers/x.png' }, documents: [], meta: { count: 0 } });

@@ -304,6 +304,19 @@ t.test('bad field values load nothing and name the record', async (t) => {
     s.books[0].documents[1].createdAt = 'yesterday';
     await rejects(t, sql, s, [/books\[0\]\.documents\[1\] \(id "d-2"\)/, /createdAt/]);
   });
+  // PostgreSQL would store them, but the export cannot format them (sql/0004_finite_timestamps.sql).
+  for (const value of ['infinity', '-infinity', 'Infinity']) {
+    await t.test(`a document's createdAt ${JSON.stringify(value)}`, async (t) => {
+      const s = small();
+      s.books[0].documents[2].createdAt = value;
+      await rejects(t, sql, s, [/books\[0\]\.documents\[2\] \(id "d-3"\)/, /createdAt/, /ISO 8601/]);
+    });
+    await t.test(`a book's updatedAt ${JSON.stringify(value)}`, async (t) => {
+      const s = small();
+      s.books[0].updatedAt = value;
+      await rejects(t, sql, s, [/books\[0\] \(id "b-1"\)/, /updatedAt/, /ISO 8601/]);
+    });
+  }
 });
 
 t.test('unknown owner', async (t) => {

@@ -1,0 +1,65 @@
+/**
+ * The databases bench/write-cost.ts compares: migrated up to 0001 (no trigger), 0002 and 0003, and
+ * 0003 with the statement-level UPDATE trigger it was chosen over.
+ */
+import { copyFile, mkdtemp, readdir } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { migrationsDir } from '../../src/db/migrate.js';
+
+/** Columns the export reads: sql/0003_export_version_random.sql compares exactly these. */
+const EXPORTED = [
+  'id', 'book_id', 'slug', 'name', 'type', 'parent_id', 'order_key', 'status', 'description', 'emoji_info', 'cover_url',
+  'cover_position', 'tags', 'theme_id', 'background_theme_id', 'body_font_size', 'created_at', 'updated_at', 'content_str',
+  'content_html',
+];
+const row = (alias: string) => `(${EXPORTED.map((c) => `${alias}.${c}`).join(', ')})`;
+
+/**
+ * The alternative to 0003's row-level UPDATE OF trigger: one statement-level trigger with transition
+ * tables (as 0002 had) that compares every updated row's exported columns, matched by id. It
+ * cannot have a column list, so an autosave compares content_str and content_html too.
+ */
+const STATEMENT_LEVEL_SQL = `
+  CREATE FUNCTION kbx_bench_bump_from_document_updates() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    WITH changed AS (
+      SELECT n.book_id AS new_book, o.book_id AS old_book
+      FROM kbx_new_rows n FULL JOIN kbx_old_rows o ON o.id = n.id
+      WHERE ${row('n')} IS DISTINCT FROM ${row('o')})
+    UPDATE books SET export_version = kbx_export_version(id)
+    WHERE id IN (SELECT new_book FROM changed UNION SELECT old_book FROM changed)
+      AND export_version <> kbx_export_version(id);
+    RETURN NULL;
+  END $$;
+  DROP TRIGGER documents_export_version_update ON documents;
+  CREATE TRIGGER documents_export_version_update AFTER UPDATE ON documents
+    REFERENCING OLD TABLE AS kbx_old_rows NEW TABLE AS kbx_new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION kbx_bench_bump_from_document_updates();`;
+
+export interface Variant {
+  name: string;
+  what: string;
+  /** Highest migration number applied. */
+  upTo: number;
+  extraSql?: string;
+  /** Whether a content_yjs-only update moves the version; null: no version at all. */
+  autosaveBumps: boolean | null;
+}
+
+export const VARIANTS: Variant[] = [
+  { name: 'none', what: 'no trigger (migrations up to 0001)', upTo: 1, autosaveBumps: null },
+  { name: '0002', what: 'counter, every document write bumps (up to 0002)', upTo: 2, autosaveBumps: true },
+  { name: '0003', what: 'random, row-level UPDATE OF exported columns WHEN they differ (up to 0003)', upTo: 3, autosaveBumps: false },
+  { name: '0003-stmt', what: '0003 with a statement-level UPDATE trigger comparing every row', upTo: 3, extraSql: STATEMENT_LEVEL_SQL, autosaveBumps: false },
+];
+
+/** A folder holding the migrations numbered up to `n`, for migrate(). */
+export async function migrationsUpTo(n: number): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'kbx-write-cost-sql-'));
+  for (const f of await readdir(migrationsDir())) {
+    const num = /^(\d{4})_/.exec(f)?.[1];
+    if (num !== undefined && Number(num) <= n) await copyFile(path.join(migrationsDir(), f), path.join(dir, f));
+  }
+  return dir;
+}
