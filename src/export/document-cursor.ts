@@ -52,7 +52,7 @@ export class DocumentCursor {
     private readonly limits: CursorLimits,
   ) {
     this.#sizeChunk = limits.firstRows;
-    this.#ahead = this.#request(limits.firstRows, limits.startMs);
+    this.#ahead = this.#readAhead(this.#request(limits.firstRows, limits.startMs));
   }
 
   /** Declares both cursors for book `bookId` and asks for the first batch. */
@@ -79,8 +79,18 @@ export class DocumentCursor {
     // A row larger than the budget is not read ahead: it comes when asked for, so no more than one
     // such document is in memory for the cursor (decisions.md D8.4).
     const ask = () => this.#request(this.limits.maxRows, this.limits.fetchMs);
-    this.#ahead = !more ? null : this.#nextIsOversized() ? ask : ask();
+    this.#ahead = !more ? null : this.#nextIsOversized() ? ask : this.#readAhead(ask());
     return rows.length === 0 && !first ? null : rows;
+  }
+
+  /**
+   * A batch asked for ahead. The export may stop before it wants it (its client left, the
+   * snapshot failed): its rejection is then nobody's to handle, and must not count as unhandled,
+   * which would end the process.
+   */
+  #readAhead(request: Promise<Request>): Promise<Request> {
+    request.catch(() => {});
+    return request;
   }
 
   /** Whether the next row is known to exceed the budget on its own. */
