@@ -1,9 +1,12 @@
 /**
  * How a server under test crashes: a rejection nobody handled, while the test runs the server
- * in-process, and a server child process that is gone. In production (src/server.ts)
- * close-with-grace treats an unhandled rejection as fatal and stops the whole server, so a fault
- * that leaves a promise rejected and unawaited takes every other export down with it.
+ * in-process, and a server child process that no longer answers. In production (src/server.ts)
+ * close-with-grace treats an unhandled rejection as fatal: the server stops listening at once, lets
+ * running exports finish within SHUTDOWN_GRACE_MS and exits, so a fault that leaves a promise
+ * rejected and unawaited takes every other export down with it.
  */
+import { rawGet } from './clients.js';
+
 interface Teardown {
   teardown(fn: () => unknown): void;
 }
@@ -30,4 +33,13 @@ export function isAlive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * Whether the server at `base` (`http://host:port`) still answers HTTP, whatever the status, and
+ * its process `pid` still exists: a server that is shutting down stops listening before it exits.
+ */
+export async function isServing(base: string, pid: number): Promise<boolean> {
+  const probe = await rawGet(`${base}/health-probe`, {}, { deadlineMs: 5000 });
+  return probe.status !== 0 && isAlive(pid);
 }
