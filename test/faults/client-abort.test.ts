@@ -155,7 +155,7 @@ t.test(`a server process: RSS back near its baseline after 90 aborts (seed ${SEE
   const problems = await abortMany(proc.base, list, 90, prng(SEED + 7), 'server process');
   // src/server.ts shuts down on an unhandled rejection or exception (close-with-grace).
   if (!(await isServing(proc.base, proc.pid))) {
-    t.fail(`seed ${SEED}: the server process stopped serving during the aborts (${problems.length} clients got no response)`);
+    t.fail(`seed ${SEED}: the server process stopped serving during the aborts (${problems.length} of 90 clients saw something else than a prefix of the response)`);
     return;
   }
   t.strictSame(problems, [], `seed ${SEED}: every client saw a prefix of the whole response`);

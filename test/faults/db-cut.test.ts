@@ -23,8 +23,8 @@ import { isServing, recordUnhandledRejections } from '../helpers/crashes.js';
 import { startTcpProxy, targetOf, type TcpProxy } from '../helpers/tcp-proxy.js';
 
 const SEED = Number(process.env.FAULT_SEED) || Date.now() % 2 ** 31;
-const RUNS = 130;
-const PROCESS_RUNS = 50;
+const RUNS = 120;
+const PROCESS_RUNS = 40;
 const AUTH = { authorization: 'Bearer kbx_u1' };
 // Small batches: an export is about 20 FETCHes, so a cut lands between, during or inside them.
 const ENV = { EXPORT_BATCH_SIZE: '8', EXPORT_CACHE_BYTES: '0', DB_TIMEOUT_MS: '2000', EXPORT_CONCURRENCY: '2', STALL_TIMEOUT_MS: '20000' };
