@@ -1,0 +1,55 @@
+/**
+ * The real app (src/app.ts) on a real socket whose two database pools reach PostgreSQL through TCP
+ * proxies the test controls (test/helpers/tcp-proxy.ts): the export pool through `exportProxy`, the
+ * key and book lookups through `lookupProxy`, so a fault can hit the exports alone or everything.
+ */
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.js';
+import { loadConfig, type Config } from '../../src/config.js';
+import { connect, type Sql } from '../../src/db/connect.js';
+import type { TestDatabase } from './db.js';
+import { startTcpProxy, targetOf, type TcpProxy } from './tcp-proxy.js';
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+/** The export pool's application_name here, as in test/helpers/app.ts. */
+export const EXPORT_APP = 'kbx-test-export';
+
+export interface ProxiedServer {
+  url: string;
+  app: FastifyInstance;
+  config: Config;
+  /** The export pool (EXPORT_CONCURRENCY connections through exportProxy). */
+  exportSql: Sql;
+  exportProxy: TcpProxy;
+  lookupProxy: TcpProxy;
+}
+
+/**
+ * Builds and starts the app on `db` with `env` (through loadConfig, like production), its pools
+ * behind two fresh proxies, connect and lookup timeouts from DB_TIMEOUT_MS as src/server.ts sets them.
+ */
+export async function startProxiedServer(t: Teardown, db: TestDatabase, env: Record<string, string> = {}): Promise<ProxiedServer> {
+  const config = loadConfig({ RATE_LIMIT_MAX: '1000000', ...env, DATABASE_URL: db.url });
+  const exportProxy = await startTcpProxy(t, targetOf(db.url));
+  const lookupProxy = await startTcpProxy(t, targetOf(db.url));
+  const connectTimeoutS = Math.max(1, Math.ceil(config.dbTimeoutMs / 1000));
+  const sql = connect(lookupProxy.urlFor(db.url), {
+    max: 4,
+    applicationName: 'kbx-test-lookup',
+    connectTimeoutS,
+    statementTimeoutMs: config.dbTimeoutMs,
+  });
+  const exportSql = connect(exportProxy.urlFor(db.url), { max: config.exportConcurrency, applicationName: EXPORT_APP, connectTimeoutS });
+  const app = await buildApp({ config, sql, exportSql, logger: false });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : 0;
+  t.teardown(async () => {
+    await app.close();
+    await Promise.allSettled([sql.end({ timeout: 1 }), exportSql.end({ timeout: 1 })]);
+  });
+  return { url: `http://127.0.0.1:${port}`, app, config, exportSql, exportProxy, lookupProxy };
+}
