@@ -10,6 +10,7 @@ import { call } from '../helpers/http.js';
 import { doc, seed, simpleSeed } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
 import { startLoggedServer } from '../helpers/logged-app.js';
+import { startTcpProxy, targetOf } from '../helpers/tcp-proxy.js';
 
 const PATH = '/api/v1/open/books/kb/docs';
 
@@ -80,4 +81,53 @@ t.test('an export that would wait on a lock (a schema change in progress): 503 w
   t.equal(after.json?.meta?.count, 1);
   const left = await db.sql`SELECT 1 FROM pg_stat_activity WHERE datname = ${db.name} AND application_name = 'kbx-test-export' AND state <> 'idle'`;
   t.equal(left.length, 0, 'no export session left waiting');
+});
+
+t.test('a frozen database link: key lookups answer 503 within DB_TIMEOUT_MS, and the server serves again once it thaws (D8.5)', async (t) => {
+  const db = await createTestDatabase(t);
+  await seed(db.sql, simpleSeed([doc('d1', 'a0')]));
+  const proxy = await startTcpProxy(t, targetOf(db.url));
+  const server = await startLoggedServer(t, proxy.urlFor(db.url), { DB_TIMEOUT_MS: '800', EXPORT_CACHE_BYTES: '0' });
+  t.equal((await call(server.url, PATH)).status, 200, 'served through the proxy');
+  proxy.stall();
+  for (let i = 0; i < 3; i++) {
+    const started = Date.now();
+    assertUnavailable(t, await call(server.url, PATH), started, 2500);
+  }
+  proxy.resume();
+  let after = await call(server.url, PATH);
+  for (let i = 0; i < 20 && after.status !== 200; i++) {
+    await new Promise((r) => setTimeout(r, 250));
+    after = await call(server.url, PATH);
+  }
+  t.equal(after.status, 200, 'served again after the thaw');
+  t.equal(after.json?.meta?.count, 1);
+  t.equal(server.logs.filter((l) => l.msg === 'database unavailable: answering 503 until it is back').length, 1, 'the outage was logged once');
+  t.ok(server.logs.some((l) => l.msg === 'database available again'), 'and its end');
+});
+
+// A real Redis is there when the suite runs with REDIS_URL (CI's system-server suite); a fresh
+// machine has none, and the refused-port test above covers the outage there.
+const redisUrl = process.env.REDIS_URL;
+if (redisUrl) t.test('Redis cut through a proxy while serving: 503 at once, then served again when it is back (D8.5)', async (t) => {
+  const db = await createTestDatabase(t);
+  await seed(db.sql, simpleSeed([doc('d1', 'a0')]));
+  const redis = new URL(redisUrl);
+  const proxy = await startTcpProxy(t, { host: redis.hostname, port: Number(redis.port || 6379) });
+  const server = await startLoggedServer(t, db.url, { REDIS_URL: `redis://127.0.0.1:${proxy.port}` });
+  t.equal((await call(server.url, PATH)).status, 200, 'served with the Redis-backed limit');
+  proxy.refuse(true);
+  proxy.cutAll();
+  for (let i = 0; i < 3; i++) {
+    const started = Date.now();
+    assertUnavailable(t, await call(server.url, PATH), started, 2500);
+  }
+  proxy.refuse(false);
+  let after = await call(server.url, PATH);
+  for (let i = 0; i < 40 && after.status !== 200; i++) {
+    await new Promise((r) => setTimeout(r, 250));
+    after = await call(server.url, PATH);
+  }
+  t.equal(after.status, 200, 'served again once Redis is reachable');
+  t.equal(server.logs.filter((l) => l.msg === 'rate-limit store unavailable: answering 503 until it is back').length, 1, 'logged once');
 });
