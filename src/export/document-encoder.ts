@@ -153,7 +153,7 @@ export function rewriteContentHtmlJson(j: Buffer, prefix: string): Buffer {
 /**
  * Byte offsets in the JSON string text `j` (a quoted, escaped UTF-8 string) of each edit's start
  * and end, given in UTF-16 offsets of the decoded string: [start0, end0, start1, end1, …]. One
- * pass: an escape (`\x`, or `\uXXXX`) is one UTF-16 unit, a UTF-8 sequence of four bytes two,
+ * pass: an escape (`\x`, or `\u` and four hex digits) is one UTF-16 unit, a UTF-8 sequence of four bytes two,
  * any other one. Edits are in order and never split a surrogate pair (they begin and end at ASCII
  * quotes or attribute syntax).
  */
