@@ -1,0 +1,83 @@
+/**
+ * The export's body stage (src/export/export-body.ts) over a real HTTP response: the JSON text in
+ * order with meta.count last, chunks of small parts joined, a large document written without being
+ * copied into a chunk (JsonChunker.takeChunks), and the cache's copy kept only within its limit.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import t from 'tap';
+import { request } from 'undici';
+import { ExportBody } from '../../src/export/export-body.js';
+import { JsonChunker } from '../../src/export/json-encoder.js';
+import { rowFromValues, type BookRow, type DocumentValues } from '../../src/export/query.js';
+import { ResponseWriter } from '../../src/export/response-writer.js';
+
+const BOOK: BookRow = {
+  id: 'b1', slug: 'kb', name: 'KB', description: null, cover_image: null,
+  created_at: '2024-03-01T10:00:00.000Z', updated_at: '2024-03-02T10:00:00.000Z', export_version: 'v',
+};
+
+function values(id: string, contentStr: string | null): DocumentValues {
+  return [id, id, `Doc ${id}`, 'document', null, `a-${id}`, null, null, null, null, null, null, null, null,
+    '2024-03-01T10:00:00.000Z', '2024-03-01T10:00:00.000Z', contentStr, null];
+}
+
+/** Runs `write` against a real response; resolves with the body the client read and what `write` returned. */
+async function serve<T>(write: (body: ExportBody, writer: ResponseWriter) => Promise<T>, captureUpTo?: number) {
+  let result!: T;
+  const server = http.createServer(async (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    const writer = new ResponseWriter(res, { stallTimeoutMs: 10_000, minDrainBytesPerS: 0, maxDurationMs: 0 });
+    const body = new ExportBody(writer, { mediaProxyPrefix: '/media/', chunkSize: 1024, ...(captureUpTo !== undefined ? { captureUpTo } : {}) });
+    result = await write(body, writer);
+    writer.close();
+    res.end();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const res = await request(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
+    return { text: await res.body.text(), result };
+  } finally {
+    server.close();
+  }
+}
+
+t.test('documents in order, meta.count last, the copy for the cache equal to what was sent', async (t) => {
+  const rows = ['d1', 'd2', 'd3'].map((id) => rowFromValues(values(id, 'x'.repeat(700))));
+  const { text, result } = await serve(async (body) => {
+    body.open(BOOK);
+    await body.writeBatch(rows, rows.map(() => Buffer.from('null')));
+    await body.finish();
+    return { count: body.count, captured: body.captured };
+  }, 1 << 20);
+  const json = JSON.parse(text) as { documents: { id: string }[]; meta: { count: number } };
+  t.same(json.documents.map((d) => d.id), ['d1', 'd2', 'd3']);
+  t.same(json.meta, { count: 3 });
+  t.ok(text.endsWith('],"meta":{"count":3}}'), 'meta.count is the last thing in the body (D2.5)');
+  t.equal(result.count, 3);
+  t.equal(result.captured?.toString(), text, 'the kept copy is byte for byte the body');
+});
+
+t.test('a body larger than captureUpTo is not kept', async (t) => {
+  const rows = [rowFromValues(values('d1', 'y'.repeat(5000)))];
+  const { result } = await serve(async (body) => {
+    body.open(BOOK);
+    await body.writeBatch(rows, [Buffer.from('null')]);
+    await body.finish();
+    return body.captured;
+  }, 1000);
+  t.equal(result, undefined);
+});
+
+t.test('takeChunks joins runs of small parts and passes a large part on as the same Buffer', async (t) => {
+  const c = new JsonChunker(100);
+  const big = Buffer.alloc(500, 0x61);
+  c.push('{"a":');
+  c.push('1,');
+  c.push(big);
+  c.push(',"b":2}');
+  const chunks = c.takeChunks();
+  t.same(chunks.map((b) => b.toString()), ['{"a":1,', big.toString(), ',"b":2}']);
+  t.equal(chunks[1], big, 'the large part is not copied');
+  t.same(c.takeChunks(), [], 'nothing left');
+});
