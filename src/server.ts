@@ -55,16 +55,24 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
     applicationName: 'kb-export',
     connectTimeoutS,
     statementTimeoutMs: config.dbTimeoutMs,
+    fetchTypes: false,
   });
-  const exportSql = connect(db.url, { max: config.exportConcurrency, applicationName: 'kb-export-export', connectTimeoutS });
+  const exportSql = connect(db.url, { max: config.exportConcurrency, applicationName: 'kb-export-export', connectTimeoutS, fetchTypes: false });
   const closeDb = async () => {
     await Promise.allSettled([sql.end({ timeout: 5 }), exportSql.end({ timeout: 5 })]);
     await db.stop();
   };
   let demo: Awaited<ReturnType<typeof ensureDemo>> | null = null;
+  // Migrations and the demo's seeding (which writes arrays) run on a pool of their own, ended
+  // before serving: the serving pools read no array types (src/db/connect.ts fetchTypes).
+  const setup = connect(db.url, { max: 1, applicationName: 'kb-export-setup', connectTimeoutS });
   try {
-    await migrate(sql);
-    if (opts.demo && db.embedded) demo = await ensureDemo(sql);
+    try {
+      await migrate(setup);
+      if (opts.demo && db.embedded) demo = await ensureDemo(setup);
+    } finally {
+      await setup.end({ timeout: 5 });
+    }
   } catch (err) {
     await closeDb();
     throw err;

@@ -13,6 +13,14 @@ export interface ConnectOptions {
   connectTimeoutS?: number;
   /** The sessions' statement_timeout, ms (decisions.md D8.7); the server's default when unset. */
   statementTimeoutMs?: number;
+  /**
+   * Whether each new connection first reads PostgreSQL's array types (postgres.js `fetch_types`),
+   * which only pools that send or parse arrays (the seed loader's) need. postgres.js 3.4 starts
+   * that query from a message handler and drops its promise: a connection cut while it runs is an
+   * unhandled rejection, which ends the server (close-with-grace). The server's long-lived pools
+   * turn it off. Default true.
+   */
+  fetchTypes?: boolean;
 }
 
 /** A pool for `url`. Notices are not printed: they are not errors and would clutter logs. */
@@ -27,6 +35,7 @@ export function connect(url: string, opts: ConnectOptions): Sql {
       ...(opts.statementTimeoutMs !== undefined ? { statement_timeout: opts.statementTimeoutMs } : {}),
     },
     ...(opts.connectTimeoutS !== undefined ? { connect_timeout: opts.connectTimeoutS } : {}),
+    fetch_types: opts.fetchTypes ?? true,
     // Timestamps are formatted by PostgreSQL (decisions.md D2.6); keep bigint counts exact.
     types: {},
   });

@@ -40,7 +40,7 @@ export async function startServer(
 ): Promise<TestServer> {
   const database = db ?? (await createTestDatabase(t));
   const config = loadConfig({ RATE_LIMIT_MAX: '100000', ...env, DATABASE_URL: database.url });
-  const exportSql = connect(database.url, { max: config.exportConcurrency, applicationName: 'kbx-test-export' });
+  const exportSql = connect(database.url, { max: config.exportConcurrency, applicationName: 'kbx-test-export', fetchTypes: false });
   const exportCache = new ExportCache(config.exportCacheBytes);
   const app = await buildApp({ config, sql: database.sql, exportSql, exportCache, logger: false, ...deps });
   await app.listen({ host: '127.0.0.1', port: 0 });

@@ -42,8 +42,8 @@ export async function startLoggedServer(
     },
   });
   const connectTimeoutS = Math.max(1, Math.ceil(config.dbTimeoutMs / 1000));
-  const sql = connect(databaseUrl, { max: 4, applicationName: 'kbx-test', connectTimeoutS, statementTimeoutMs: config.dbTimeoutMs });
-  const exportSql = connect(exportUrl, { max: config.exportConcurrency, applicationName: 'kbx-test-export', connectTimeoutS });
+  const sql = connect(databaseUrl, { max: 4, applicationName: 'kbx-test', connectTimeoutS, statementTimeoutMs: config.dbTimeoutMs, fetchTypes: false });
+  const exportSql = connect(exportUrl, { max: config.exportConcurrency, applicationName: 'kbx-test-export', connectTimeoutS, fetchTypes: false });
   let begun = 0;
   const counting = new Proxy(exportSql, {
     get(target, prop, receiver) {

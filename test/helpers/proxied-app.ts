@@ -41,8 +41,9 @@ export async function startProxiedServer(t: Teardown, db: TestDatabase, env: Rec
     applicationName: 'kbx-test-lookup',
     connectTimeoutS,
     statementTimeoutMs: config.dbTimeoutMs,
+    fetchTypes: false,
   });
-  const exportSql = connect(exportProxy.urlFor(db.url), { max: config.exportConcurrency, applicationName: EXPORT_APP, connectTimeoutS });
+  const exportSql = connect(exportProxy.urlFor(db.url), { max: config.exportConcurrency, applicationName: EXPORT_APP, connectTimeoutS, fetchTypes: false });
   const app = await buildApp({ config, sql, exportSql, logger: false });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const addr = app.server.address();
