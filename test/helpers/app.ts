@@ -43,14 +43,23 @@ export async function startServer(
   const exportSql = connect(database.url, { max: config.exportConcurrency, applicationName: 'kbx-test-export', fetchTypes: false });
   const exportCache = new ExportCache(config.exportCacheBytes);
   const app = await buildApp({ config, sql: database.sql, exportSql, exportCache, logger: false, ...deps });
+  const url = await listenOnLoopback(t, app, [exportSql]);
+  return { url, app, config, db: database, exportSql, exportCache };
+}
+
+/**
+ * Starts `app` on a random loopback port; returns its `http://127.0.0.1:<port>`. At teardown the
+ * app closes, then `pools` (the ones the test made for it).
+ */
+export async function listenOnLoopback(t: Teardown, app: FastifyInstance, pools: Sql[]): Promise<string> {
   await app.listen({ host: '127.0.0.1', port: 0 });
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : 0;
   t.teardown(async () => {
     await app.close();
-    await exportSql.end({ timeout: 1 });
+    await Promise.allSettled(pools.map((p) => p.end({ timeout: 1 })));
   });
-  return { url: `http://127.0.0.1:${port}`, app, config, db: database, exportSql, exportCache };
+  return `http://127.0.0.1:${port}`;
 }
 
 /** Loads a seed object (seed-format.md) through the real streaming loader. */

@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp, loggerOptions } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { connect, type Sql } from '../../src/db/connect.js';
+import { listenOnLoopback } from './app.js';
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -57,12 +58,6 @@ export async function startLoggedServer(
     },
   }) as Sql;
   const app = await buildApp({ config, sql, exportSql: counting, logger: { ...loggerOptions(config.logLevel), stream } });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  const addr = app.server.address();
-  const port = typeof addr === 'object' && addr ? addr.port : 0;
-  t.teardown(async () => {
-    await app.close();
-    await Promise.allSettled([sql.end({ timeout: 1 }), exportSql.end({ timeout: 1 })]);
-  });
-  return { url: `http://127.0.0.1:${port}`, app, config, logs, begun: () => begun };
+  const url = await listenOnLoopback(t, app, [sql, exportSql]);
+  return { url, app, config, logs, begun: () => begun };
 }

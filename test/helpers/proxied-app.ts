@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { connect, type Sql } from '../../src/db/connect.js';
+import { listenOnLoopback } from './app.js';
 import type { TestDatabase } from './db.js';
 import { startTcpProxy, targetOf, type TcpProxy } from './tcp-proxy.js';
 
@@ -45,12 +46,6 @@ export async function startProxiedServer(t: Teardown, db: TestDatabase, env: Rec
   });
   const exportSql = connect(exportProxy.urlFor(db.url), { max: config.exportConcurrency, applicationName: EXPORT_APP, connectTimeoutS, fetchTypes: false });
   const app = await buildApp({ config, sql, exportSql, logger: false });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  const addr = app.server.address();
-  const port = typeof addr === 'object' && addr ? addr.port : 0;
-  t.teardown(async () => {
-    await app.close();
-    await Promise.allSettled([sql.end({ timeout: 1 }), exportSql.end({ timeout: 1 })]);
-  });
-  return { url: `http://127.0.0.1:${port}`, app, config, exportSql, exportProxy, lookupProxy };
+  const url = await listenOnLoopback(t, app, [sql, exportSql]);
+  return { url, app, config, exportSql, exportProxy, lookupProxy };
 }
