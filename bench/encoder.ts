@@ -12,13 +12,13 @@
  * `node dist/bench/encoder.js [--quick]` runs it alone and prints the rows.
  */
 import { isDeepStrictEqual } from 'node:util';
-import { encodeDocument, jsonHtmlMayNeedRewrite } from '../src/export/document-encoder.js';
-import { mayNeedRewrite, rewriteHtml } from '../src/export/html-rewriter.js';
-import { JsonChunker } from '../src/export/json-encoder.js';
-import { rewriteMediaUrl } from '../src/export/media-url.js';
-import { DOC, rowFromValues, type DocumentRow, type DocumentValues } from '../src/export/query.js';
+import { encodeDocument, jsonHtmlMayNeedRewrite } from '../src/export/encode/document-encoder.js';
+import { mayNeedRewrite, rewriteHtml } from '../src/export/rewrite/html-rewriter.js';
+import { JsonChunker } from '../src/export/encode/json-encoder.js';
+import { rewriteMediaUrl } from '../src/export/rewrite/media-url.js';
+import { DOC, rowFromValues, type DocumentRow, type DocumentValues } from '../src/export/snapshot/query.js';
 import type { SeedDocument } from '../src/load/seed-types.js';
-import { generateDocuments } from './generate.js';
+import { generateDocuments } from '../src/generate/generator.js';
 import { fmt, mb, type ResultRow, type ScenarioResult } from './result.js';
 import {
   BENCH_MEDIA_PREFIX,
@@ -389,7 +389,7 @@ export async function run(opts: { quick: boolean }): Promise<ScenarioResult> {
   const notes = [
     `6: \`encodeDocument(row, '${BENCH_MEDIA_PREFIX}', chunker)\` over the rows as the cursor returns them: each column's JSON text ` +
       "as PostgreSQL's to_json writes it (cover_url as stored text), as Buffers built once before timing with rowFromValues " +
-      '(JSON.stringify standing in for to_json; test/export/document-encoder.test.ts checks it gives the bytes PostgreSQL returns). ' +
+      '(JSON.stringify standing in for to_json; test/export/encode/document-encoder.test.ts checks it gives the bytes PostgreSQL returns). ' +
       'Documents joined with `,` in a JsonChunker and taken out as Buffers of about 64 KiB, as export-stream.ts does. ' +
       'Baseline: JSON.stringify of the objects the export must emit for the same rows, built beforehand, turned into the same bytes ' +
       `two ways, the faster reported: Buffer.from per document into a JsonChunker (plain set ${perSec(plain.bytesBase)}, ` +

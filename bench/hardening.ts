@@ -9,7 +9,7 @@
  */
 import { request } from 'undici';
 import type { Sql } from '../src/db/connect.js';
-import { documentSizeQuery } from '../src/export/query.js';
+import { documentSizeQuery } from '../src/export/snapshot/query.js';
 import { BENCH_KEY, BENCH_USER, type Dataset } from './lib/datasets.js';
 import { agent, copyOnce, copyQuery, exportOnce, median } from './lib/http-client.js';
 import { startServer } from './lib/server-process.js';

@@ -9,9 +9,9 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { RewritingStream } from 'parse5-html-rewriting-stream';
 import { SAXParser, type StartTag } from 'parse5-sax-parser';
-import { mayNeedRewrite, rewriteHtml } from '../src/export/html-rewriter.js';
-import { rewriteMediaUrl, rewriteSrcset } from '../src/export/media-url.js';
-import { generateDocuments } from './generate.js';
+import { mayNeedRewrite, rewriteHtml } from '../src/export/rewrite/html-rewriter.js';
+import { rewriteMediaUrl, rewriteSrcset } from '../src/export/rewrite/media-url.js';
+import { generateDocuments } from '../src/generate/generator.js';
 import { fmt, mb, type ResultRow, type ScenarioResult } from './result.js';
 
 /** The media proxy prefix both implementations rewrite to, already normalised (decisions.md D3.1). */

@@ -18,9 +18,9 @@ import postgres from 'postgres';
 import { connect, type Sql } from '../src/db/connect.js';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { migrate } from '../src/db/migrate.js';
-import { prng } from './generate.js';
+import { prng } from '../src/generate/generator.js';
 import { migrationsUpTo, VARIANTS, type Variant } from './lib/write-cost-variants.js';
-import { loadGenerated } from './load-generated.js';
+import { loadGenerated } from '../src/generate/load-generated.js';
 import { machineInfo } from './machine.js';
 
 type Workload = 'autosave' | 'rename' | 'mix';
@@ -225,7 +225,7 @@ async function main(): Promise<void> {
     const out: string[] = [];
     out.push(`Machine: ${m.cpu}, ${m.cores} cores, ${m.memGiB} GiB; ${m.os}; Node.js ${m.node}; PostgreSQL ${pg} (${srv.where}).`);
     out.push(
-      `One book of ${documents.toLocaleString('en')} generated documents (bench/generate.ts, seed 42; contentHtml ${html.toLocaleString('en')} bytes on average), ` +
+      `One book of ${documents.toLocaleString('en')} generated documents (src/generate/generator.ts, seed 42; contentHtml ${html.toLocaleString('en')} bytes on average), ` +
         `${updates.toLocaleString('en')} single-document UPDATEs per cell (autocommit, synchronous_commit=${syncCommit}, documents drawn at random), median of ${rounds} round(s), the variants taking turns every ${SLICE} updates; ` +
         'µs per update is wall time ÷ updates (so with 8 connections it is the inverse of throughput).',
     );

@@ -11,7 +11,7 @@ import { DependencyError } from './db/dependency.js';
 import { ApiError } from './errors.js';
 import { ExportAdmission } from './export/admission.js';
 import { ExportCache } from './export/export-cache.js';
-import { RewritePool } from './export/rewrite-pool.js';
+import { RewritePool } from './export/rewrite/rewrite-pool.js';
 import { frameworkErrors, installErrorHandling, notServed } from './http/error-handling.js';
 import { EXPORT_PATH, registerExportRoute } from './http/export-route.js';
 import { OutageLog } from './http/outage-log.js';

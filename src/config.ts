@@ -5,7 +5,7 @@
 import { isIP, isIPv4 } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { normalizeMediaPrefix } from './export/media-url.js';
+import { normalizeMediaPrefix } from './export/rewrite/media-url.js';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -43,7 +43,7 @@ export interface Config {
   exportCacheBytes: number;
   /** Rows fetched from the export cursor per batch. */
   exportBatchSize: number;
-  /** Worker threads that rewrite contentHtml off the event loop (src/export/rewrite-pool.ts); 0: none. */
+  /** Worker threads that rewrite contentHtml off the event loop (src/export/rewrite/rewrite-pool.ts); 0: none. */
   rewriteWorkers: number;
   /** Bytes of flagged contentHtml a batch needs before it goes to a rewrite worker. */
   rewriteOffloadBytes: number;

@@ -14,7 +14,7 @@ import t from 'tap';
 import { request } from 'undici';
 import { SeedWriter } from '../src/load/seed-writer.js';
 import { SERVER_MALLOC_ENV, SERVER_NODE_FLAGS } from '../src/server.js';
-import { generateDocuments } from '../bench/generate.js';
+import { generateDocuments } from '../src/generate/generator.js';
 import { createTestDatabase } from './helpers/db.js';
 import { seed, simpleSeed } from './helpers/app.js';
 

@@ -62,7 +62,7 @@ export interface CopyRun {
 
 /**
  * The exported columns of table 2.2 as stored, in export order: what the export reads, without
- * the `to_json` escaping its own cursor query asks PostgreSQL for (src/export/query.ts).
+ * the `to_json` escaping its own cursor query asks PostgreSQL for (src/export/snapshot/query.ts).
  */
 export function plainDocumentQuery(bookId: string, html: boolean): string {
   const iso = (col: string) => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;

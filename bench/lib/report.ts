@@ -45,7 +45,7 @@ export function renderReport(r: Report, optimisations: string): string {
   out.push(`- PostgreSQL: ${r.postgres}`);
   out.push(`- Database: ${r.database}`);
   out.push('');
-  out.push('## Data (bench/generate.ts, seed 42)');
+  out.push('## Data (src/generate/generator.ts, seed 42)');
   out.push('');
   out.push('| Knowledge base | Documents generated | Documents exported | Export body with HTML | Load time |');
   out.push('|---|---:|---:|---:|---:|');

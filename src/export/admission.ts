@@ -6,7 +6,7 @@
  * leaves while it waits leaves the queue and never reaches the database.
  */
 import { ApiError } from '../errors.js';
-import { ClientGoneError } from './response-writer.js';
+import { ClientGoneError } from './respond/response-writer.js';
 
 export interface AdmissionLimits {
   /** Exports that stream at once: the export pool's size (EXPORT_CONCURRENCY). */

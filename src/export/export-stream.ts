@@ -16,13 +16,13 @@ import type { ServerResponse } from 'node:http';
 import type { Sql } from '../db/connect.js';
 import { asDatabaseOutage } from '../db/dependency.js';
 import { ApiError } from '../errors.js';
-import { DocumentCursor } from './document-cursor.js';
-import { ExportBody } from './export-body.js';
-import { OFFLOAD_BYTES, rewriteBatchHtml, type BatchHtml } from './html-stage.js';
-import { BOOK_QUERY, type BookRow, type DocumentQueryOptions, type DocumentRow } from './query.js';
-import { ClientGoneError, ResponseWriter, type GoneReason } from './response-writer.js';
-import type { RewritePool } from './rewrite-pool.js';
-import { inSnapshot, type SnapshotTimeouts } from './snapshot.js';
+import { DocumentCursor } from './snapshot/document-cursor.js';
+import { ExportBody } from './encode/export-body.js';
+import { OFFLOAD_BYTES, rewriteBatchHtml, type BatchHtml } from './rewrite/html-stage.js';
+import { BOOK_QUERY, type BookRow, type DocumentQueryOptions, type DocumentRow } from './snapshot/query.js';
+import { ClientGoneError, ResponseWriter, type GoneReason } from './respond/response-writer.js';
+import type { RewritePool } from './rewrite/rewrite-pool.js';
+import { inSnapshot, type SnapshotTimeouts } from './snapshot/snapshot.js';
 
 export interface ExportRequest extends DocumentQueryOptions {
   userId: string;

@@ -4,8 +4,8 @@
  * found and spliced by the export's HtmlMediaRewriter (decisions.md D3.3-D3.5), so a page's other
  * bytes stay as written; only the URL rule differs.
  */
-import { HtmlMediaRewriter, mayNeedRewrite, urlTransformRules } from '../export/html-rewriter.js';
-import { appendPath, isPathSlash, pathNeedsNormalising } from '../export/url-path.js';
+import { HtmlMediaRewriter, mayNeedRewrite, urlTransformRules } from '../export/rewrite/html-rewriter.js';
+import { appendPath, isPathSlash, pathNeedsNormalising } from '../export/rewrite/url-path.js';
 
 /**
  * Resolves a media/attachment URL found in page `pagePath` (relative to the corpus root, e.g.

@@ -1,7 +1,7 @@
 /** ExportAdmission: slots, the bounded queue, the per-user cap (decisions.md D8.1, D8.2). */
 import t from 'tap';
 import { ExportAdmission, RETRY_AFTER_S } from '../../src/export/admission.js';
-import { ClientGoneError } from '../../src/export/response-writer.js';
+import { ClientGoneError } from '../../src/export/respond/response-writer.js';
 import { ApiError } from '../../src/errors.js';
 
 const limits = { concurrency: 2, queueMax: 2, queueTimeoutMs: 10_000, perUserMax: 10 };

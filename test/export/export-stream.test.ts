@@ -12,9 +12,9 @@ import { request } from 'undici';
 import { parser } from 'stream-json';
 import { pick } from 'stream-json/filters/pick.js';
 import { streamArray } from 'stream-json/streamers/stream-array.js';
-import { generateDocuments } from '../../bench/generate.js';
+import { generateDocuments } from '../../src/generate/generator.js';
 import type { Sql } from '../../src/db/connect.js';
-import { RewritePool } from '../../src/export/rewrite-pool.js';
+import { RewritePool } from '../../src/export/rewrite/rewrite-pool.js';
 import { SeedWriter } from '../../src/load/seed-writer.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { seed, simpleSeed, startServer, type TestServer } from '../helpers/app.js';
@@ -28,7 +28,7 @@ interface Dataset {
   ids: string[];
 }
 
-/** Seeds user u1 (key kbx_u1) with book `kb` holding `n` generated documents (bench/generate.ts). */
+/** Seeds user u1 (key kbx_u1) with book `kb` holding `n` generated documents (src/generate/generator.ts). */
 async function seedGenerated(sql: Sql, n: number, paragraphs = 2): Promise<Dataset> {
   await seed(sql, simpleSeed([]));
   const ids: string[] = [];
@@ -186,10 +186,10 @@ t.test('rewrite workers give the same body byte for byte as rewriting on the eve
   bodies.forEach((body, i) => t.ok(body.equals(expected), `concurrent export ${i + 1}`));
 });
 
-/** A pool whose worker answers one batch and exits on the next (fixtures/second-batch-exits-worker.ts). */
+/** A pool whose worker answers one batch and exits on the next (rewrite/fixtures/second-batch-exits-worker.ts). */
 function exitingPool(t: { teardown(fn: () => unknown): void }): RewritePool {
   const ext = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
-  const pool = new RewritePool(1, { workerUrl: new URL(`./fixtures/second-batch-exits-worker.${ext}`, import.meta.url) });
+  const pool = new RewritePool(1, { workerUrl: new URL(`./rewrite/fixtures/second-batch-exits-worker.${ext}`, import.meta.url) });
   t.teardown(() => pool.close());
   return pool;
 }

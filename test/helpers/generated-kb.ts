@@ -1,9 +1,9 @@
 /**
- * Knowledge bases of realistic generated documents (bench/generate.ts: HTML with relative media,
+ * Knowledge bases of realistic generated documents (src/generate/generator.ts: HTML with relative media,
  * categories, inactive documents) for user u1 (key kbx_u1), written through the real seed writer,
  * with the ids each export should return, in order.
  */
-import { generateDocuments } from '../../bench/generate.js';
+import { generateDocuments } from '../../src/generate/generator.js';
 import type { Sql } from '../../src/db/connect.js';
 import { SeedWriter } from '../../src/load/seed-writer.js';
 import { seed, simpleSeed } from './app.js';
@@ -19,7 +19,7 @@ export interface GeneratedBook {
 export interface BookSpec {
   slug: string;
   documents: number;
-  /** Body size scale of bench/generate.ts (6: the realistic distribution, mean 12 KB of HTML). */
+  /** Body size scale of src/generate/generator.ts (6: the realistic distribution, mean 12 KB of HTML). */
   paragraphs: number;
   seed?: number;
 }

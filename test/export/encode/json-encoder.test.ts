@@ -1,6 +1,6 @@
 /**
- * The hand-written JSON encoder (src/export/json-encoder.ts) and the document encoder built on it
- * (src/export/document-encoder.ts) against JSON.stringify/JSON.parse, on adversarial strings:
+ * The hand-written JSON encoder (src/export/encode/json-encoder.ts) and the document encoder built on it
+ * (src/export/encode/document-encoder.ts) against JSON.stringify/JSON.parse, on adversarial strings:
  * quotes, backslashes, every control character, U+007F, U+2028/2029, lone and paired surrogates,
  * astral characters and `</script>`. Fixed cases plus fast-check properties.
  *
@@ -11,11 +11,11 @@
  */
 import t from 'tap';
 import fc from 'fast-check';
-import { JsonChunker, jsonString, jsonStringArray } from '../../src/export/json-encoder.js';
-import { encodeClosing, encodeDocument, encodeOpening } from '../../src/export/document-encoder.js';
-import { rewriteHtml } from '../../src/export/html-rewriter.js';
-import { rewriteMediaUrl } from '../../src/export/media-url.js';
-import { DOC, rowFromValues, type BookRow, type DocumentRow, type DocumentValues } from '../../src/export/query.js';
+import { JsonChunker, jsonString, jsonStringArray } from '../../../src/export/encode/json-encoder.js';
+import { encodeClosing, encodeDocument, encodeOpening } from '../../../src/export/encode/document-encoder.js';
+import { rewriteHtml } from '../../../src/export/rewrite/html-rewriter.js';
+import { rewriteMediaUrl } from '../../../src/export/rewrite/media-url.js';
+import { DOC, rowFromValues, type BookRow, type DocumentRow, type DocumentValues } from '../../../src/export/snapshot/query.js';
 
 const PREFIX = '/media/';
 

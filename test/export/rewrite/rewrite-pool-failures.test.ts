@@ -1,5 +1,5 @@
 /**
- * Failure isolation in the rewrite workers (src/export/rewrite-pool.ts, decisions.md D8.6): a
+ * Failure isolation in the rewrite workers (src/export/rewrite/rewrite-pool.ts, decisions.md D8.6): a
  * worker that dies or hangs fails only the batch it was on, the batches queued behind it go to a
  * fresh worker (each at most twice), replacements back off and are logged, and a worker that cannot
  * load is not restarted in a loop. Faults are real: fixtures/poison-worker.ts exits, throws or
@@ -9,8 +9,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as workerThreads from 'node:worker_threads';
 import t from 'tap';
-import { rewriteContentHtmlJson } from '../../src/export/document-encoder.js';
-import { RewritePool, type RewritePoolOptions } from '../../src/export/rewrite-pool.js';
+import { rewriteContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
+import { RewritePool, type RewritePoolOptions } from '../../../src/export/rewrite/rewrite-pool.js';
 
 const PREFIX = '/media/';
 const json = (html: string) => Buffer.from(JSON.stringify(html));
@@ -133,7 +133,7 @@ t.test('a worker that fails at load is retried with a growing backoff, logged, a
       this.on('exit', () => exited.push(Date.now()));
     }
   }
-  const { RewritePool: Pool } = await t.mockImport<typeof import('../../src/export/rewrite-pool.js')>('../../src/export/rewrite-pool.js', {
+  const { RewritePool: Pool } = await t.mockImport<typeof import('../../../src/export/rewrite/rewrite-pool.js')>('../../../src/export/rewrite/rewrite-pool.js', {
     'node:worker_threads': { ...workerThreads, Worker: RecordedWorker },
   });
   const { lines, log } = collectingLog();

@@ -6,8 +6,8 @@
  */
 import { encodeClosing, encodeDocument, encodeOpening } from './document-encoder.js';
 import { JsonChunker } from './json-encoder.js';
-import type { BookRow, DocumentRow } from './query.js';
-import type { ResponseWriter } from './response-writer.js';
+import type { BookRow, DocumentRow } from '../snapshot/query.js';
+import type { ResponseWriter } from '../respond/response-writer.js';
 
 const COMMA = Buffer.from(',');
 

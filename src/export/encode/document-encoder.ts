@@ -7,11 +7,11 @@
  * document is copied as bytes; only `cover.url` and a `contentHtml` that may hold a media URL
  * are decoded, rewritten and escaped here.
  */
-import { HtmlMediaRewriter, type Edit } from './html-rewriter.js';
-import { noteRewritten } from './large-garbage.js';
+import { HtmlMediaRewriter, type Edit } from '../rewrite/html-rewriter.js';
+import { noteRewritten } from '../rewrite/large-garbage.js';
 import type { JsonChunker } from './json-encoder.js';
-import { rewriteMediaUrl } from './media-url.js';
-import { DOC, type BookRow, type DocumentRow } from './query.js';
+import { rewriteMediaUrl } from '../rewrite/media-url.js';
+import { DOC, type BookRow, type DocumentRow } from '../snapshot/query.js';
 
 /** NULL or '' is null (decisions.md D2.1). */
 function nullable(s: string | null): string {

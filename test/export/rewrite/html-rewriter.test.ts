@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import { prng } from '../../bench/generate.js';
+import { prng } from '../../../src/generate/generator.js';
 import fc from 'fast-check';
 import { readFileSync } from 'node:fs';
 import { parseFragment } from 'parse5';
@@ -11,8 +11,8 @@ import {
   rewriteHtml,
   urlTransformRules,
   type UrlRewriteRules,
-} from '../../src/export/html-rewriter.js';
-import { isRelativeUrl, rewriteMediaUrl, rewriteSrcset } from '../../src/export/media-url.js';
+} from '../../../src/export/rewrite/html-rewriter.js';
+import { isRelativeUrl, rewriteMediaUrl, rewriteSrcset } from '../../../src/export/rewrite/media-url.js';
 
 interface Case {
   rule: string;

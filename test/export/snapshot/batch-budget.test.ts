@@ -1,7 +1,7 @@
 /** rowsWithinBudget: batches bounded in bytes before they are fetched (decisions.md D8.4). */
 import fc from 'fast-check';
 import t from 'tap';
-import { ROW_OVERHEAD_BYTES, rowsWithinBudget } from '../../src/export/batch-budget.js';
+import { ROW_OVERHEAD_BYTES, rowsWithinBudget } from '../../../src/export/snapshot/batch-budget.js';
 
 const cost = (sizes: number[], from: number, n: number) =>
   sizes.slice(from, from + n).reduce((a, s) => a + s + ROW_OVERHEAD_BYTES, 0);

@@ -1,5 +1,5 @@
 /**
- * Loads a generated knowledge base (bench/generate.ts) straight into the database: user, API key,
+ * Loads a generated knowledge base (src/generate/generator.ts) straight into the database: user, API key,
  * book, then the documents through one `COPY documents (…) FROM STDIN` in PostgreSQL's text format,
  * all in one transaction (a failure loads nothing). Several times faster than the seed loader's
  * batched INSERTs, which matters for the 2 GB `large` size; memory stays bounded (one document
@@ -13,10 +13,10 @@ import { once } from 'node:events';
 import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import type postgres from 'postgres';
-import { hashApiKey } from '../src/auth/api-key.js';
-import type { SeedDocument } from '../src/load/seed-types.js';
-import { editorState } from '../src/load/seed-writer.js';
-import { documentsForSize, generatedBook, generateDocuments, type SizeName } from './generate.js';
+import { hashApiKey } from '../auth/api-key.js';
+import type { SeedDocument } from '../load/seed-types.js';
+import { editorState } from '../load/seed-writer.js';
+import { documentsForSize, generatedBook, generateDocuments, type SizeName } from './generator.js';
 
 type Sql = postgres.Sql;
 type Tx = postgres.TransactionSql<Record<string, never>>;

@@ -5,7 +5,7 @@ import {
   normalizeMediaPrefix,
   rewriteMediaUrl,
   rewriteSrcset,
-} from '../../src/export/media-url.js';
+} from '../../../src/export/rewrite/media-url.js';
 
 const P = '/media/';
 

@@ -6,9 +6,9 @@
  */
 import t from 'tap';
 import { request } from 'undici';
-import { RewritePool } from '../../src/export/rewrite-pool.js';
-import { doc, seed, simpleSeed, startServer } from '../helpers/app.js';
-import { createTestDatabase } from '../helpers/db.js';
+import { RewritePool } from '../../../src/export/rewrite/rewrite-pool.js';
+import { doc, seed, simpleSeed, startServer } from '../../helpers/app.js';
+import { createTestDatabase } from '../../helpers/db.js';
 
 const EXT = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
 const HEALTHY_DOCS = 1000;

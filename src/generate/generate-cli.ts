@@ -1,15 +1,15 @@
 #!/usr/bin/env node
 /**
- * `node dist/bench/generate-cli.js`: generates a knowledge base of a named size (bench/generate.ts)
- * and loads it straight into a database (COPY, bench/load-generated.ts), writes it as a seed file
+ * `node dist/src/generate/generate-cli.js`: generates a knowledge base of a named size (src/generate/generator.ts)
+ * and loads it straight into a database (COPY, src/generate/load-generated.ts), writes it as a seed file
  * (seed-format.md, for `kb-export load`), or prints the size of its default export. Progress goes
  * to stderr, the result to stdout.
  */
 import fs from 'node:fs';
 import { once } from 'node:events';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { connect } from '../src/db/connect.js';
-import { migrate } from '../src/db/migrate.js';
+import { connect } from '../db/connect.js';
+import { migrate } from '../db/migrate.js';
 import {
   DEFAULT_MEDIA_PREFIX,
   documentsForSize,
@@ -18,7 +18,7 @@ import {
   generateDocuments,
   SIZE_NAMES,
   SIZES,
-} from './generate.js';
+} from './generator.js';
 import { apiKeyId, loadGenerated } from './load-generated.js';
 
 interface Options {
@@ -108,7 +108,7 @@ async function writeSeedFile(
 async function main(argv: string[]): Promise<void> {
   const program = new Command('generate-cli')
     .description(
-      'Generate a realistic knowledge base (bench/generate.ts, deterministic for a seed) and load it into a ' +
+      'Generate a realistic knowledge base (src/generate/generator.ts, deterministic for a seed) and load it into a ' +
         'database with COPY, write it as a seed file for `kb-export load`, or print the size of its export.',
     )
     .addOption(new Option('--size <name>', 'named size').choices(SIZE_NAMES))
@@ -135,9 +135,9 @@ Sizes (documents, seed 42): ${SIZE_NAMES.map((s) => `${s} ${count(SIZES[s])}`).j
   large is sized so that its default export body is over 2 GB.
 
 Examples:
-  node dist/bench/generate-cli.js --size medium --database-url postgres://postgres@127.0.0.1:5432/kb
-  node dist/bench/generate-cli.js --size small --seed 7 --seed-file small.json && kb-export load small.json
-  node dist/bench/generate-cli.js --size large --estimate --lower-bound`,
+  node dist/src/generate/generate-cli.js --size medium --database-url postgres://postgres@127.0.0.1:5432/kb
+  node dist/src/generate/generate-cli.js --size small --seed 7 --seed-file small.json && kb-export load small.json
+  node dist/src/generate/generate-cli.js --size large --estimate --lower-bound`,
     )
     .showHelpAfterError('(--help for usage)');
   program.parse(argv);

@@ -5,13 +5,13 @@
  * connection.
  */
 import t from 'tap';
-import { connect } from '../../src/db/connect.js';
-import { DependencyError } from '../../src/db/dependency.js';
-import { DocumentCursor } from '../../src/export/document-cursor.js';
-import { DOC, type DocumentRow } from '../../src/export/query.js';
-import { inSnapshot, type SnapshotTimeouts } from '../../src/export/snapshot.js';
-import { doc, seed, simpleSeed } from '../helpers/app.js';
-import { createTestDatabase } from '../helpers/db.js';
+import { connect } from '../../../src/db/connect.js';
+import { DependencyError } from '../../../src/db/dependency.js';
+import { DocumentCursor } from '../../../src/export/snapshot/document-cursor.js';
+import { DOC, type DocumentRow } from '../../../src/export/snapshot/query.js';
+import { inSnapshot, type SnapshotTimeouts } from '../../../src/export/snapshot/snapshot.js';
+import { doc, seed, simpleSeed } from '../../helpers/app.js';
+import { createTestDatabase } from '../../helpers/db.js';
 
 const TIMEOUTS: SnapshotTimeouts = { startMs: 5000, fetchMs: 10_000, lockMs: 5000, idleInTransactionMs: 60_000 };
 const rowBytes = (row: DocumentRow) => row.reduce((n, col) => n + (col?.length ?? 0), 0);

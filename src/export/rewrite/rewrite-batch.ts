@@ -3,7 +3,7 @@
  * contentHtml JSON texts rewritten (decisions.md D3) by the function the event loop uses
  * (rewriteContentHtmlJson), so both paths give the same bytes; and the messages it exchanges.
  */
-import { rewriteContentHtmlJson } from './document-encoder.js';
+import { rewriteContentHtmlJson } from '../encode/document-encoder.js';
 
 /** A batch of JSON texts laid end to end in `data`; text i ends at byte `ends[i]`. */
 export interface RewriteRequest {

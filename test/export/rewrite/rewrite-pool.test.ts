@@ -1,12 +1,12 @@
 /**
- * The rewrite workers (src/export/rewrite-pool.ts): the same bytes as the event loop's rewrite,
+ * The rewrite workers (src/export/rewrite/rewrite-pool.ts): the same bytes as the event loop's rewrite,
  * batches matched to their replies whatever the order they finish in, and a worker that dies
  * failing the batch it was on, replaced for the next ones. How the pool keeps such failures to one
  * export (decisions.md D8.6) is in rewrite-pool-failures.test.ts.
  */
 import t from 'tap';
-import { contentHtmlNeedsRewrite, rewriteContentHtmlJson } from '../../src/export/document-encoder.js';
-import { RewritePool, RewriteWorkerError } from '../../src/export/rewrite-pool.js';
+import { contentHtmlNeedsRewrite, rewriteContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
+import { RewritePool, RewriteWorkerError } from '../../../src/export/rewrite/rewrite-pool.js';
 
 const PREFIX = '/media/';
 const json = (html: string) => Buffer.from(JSON.stringify(html));

@@ -4,9 +4,9 @@
  * through are kept as stored; the flagged ones are rewritten on a rewrite worker when the batch
  * holds enough of them to pay for the round trip, on the event loop otherwise.
  */
-import { contentHtmlAsStored, rewriteContentHtmlJson } from './document-encoder.js';
+import { contentHtmlAsStored, rewriteContentHtmlJson } from '../encode/document-encoder.js';
 import { LARGE_DOCUMENT_BYTES } from './large-garbage.js';
-import { DOC, type DocumentRow } from './query.js';
+import { DOC, type DocumentRow } from '../snapshot/query.js';
 import type { RewritePool } from './rewrite-pool.js';
 
 /** Per row of a batch, contentHtml's JSON text as exported; a promise while a worker rewrites it. */

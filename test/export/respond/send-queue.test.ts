@@ -1,5 +1,5 @@
 /**
- * The kernel send-queue probe (src/export/send-queue.ts): the row of a /proc/net/tcp table found by
+ * The kernel send-queue probe (src/export/respond/send-queue.ts): the row of a /proc/net/tcp table found by
  * its inode column alone, and, on Linux, a real connection whose client does not read showing the
  * bytes its server's kernel holds, down to 0 once the client has read them.
  */
@@ -8,7 +8,7 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
-import { sendQueueProbe, txQueueOf } from '../../src/export/send-queue.js';
+import { sendQueueProbe, txQueueOf } from '../../../src/export/respond/send-queue.js';
 
 const TABLE = [
   '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode',

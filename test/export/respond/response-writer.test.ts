@@ -9,10 +9,10 @@ import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
-import type { Sql } from '../../src/db/connect.js';
-import { streamExport } from '../../src/export/export-stream.js';
-import { ClientGoneError, ResponseWriter, type GoneReason, type ResponseWriterOptions } from '../../src/export/response-writer.js';
-import { bytes, CHUNK, Client, KB, MB, serve } from '../helpers/slow-client.js';
+import type { Sql } from '../../../src/db/connect.js';
+import { streamExport } from '../../../src/export/export-stream.js';
+import { ClientGoneError, ResponseWriter, type GoneReason, type ResponseWriterOptions } from '../../../src/export/respond/response-writer.js';
+import { bytes, CHUNK, Client, KB, MB, serve } from '../../helpers/slow-client.js';
 
 /** Streams `total` bytes through `writer`; resolves to 'complete' or the reason the client was dropped. */
 async function stream(res: ServerResponse, writer: ResponseWriter, total: number): Promise<'complete' | GoneReason> {

@@ -1,5 +1,5 @@
 /**
- * The export's body stage (src/export/export-body.ts) over a real HTTP response: the JSON text in
+ * The export's body stage (src/export/encode/export-body.ts) over a real HTTP response: the JSON text in
  * order with meta.count last, chunks of small parts joined, a large document written without being
  * copied into a chunk (JsonChunker.takeChunks), and the cache's copy kept only within its limit.
  */
@@ -7,10 +7,10 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { request } from 'undici';
-import { ExportBody } from '../../src/export/export-body.js';
-import { JsonChunker } from '../../src/export/json-encoder.js';
-import { rowFromValues, type BookRow, type DocumentValues } from '../../src/export/query.js';
-import { ResponseWriter } from '../../src/export/response-writer.js';
+import { ExportBody } from '../../../src/export/encode/export-body.js';
+import { JsonChunker } from '../../../src/export/encode/json-encoder.js';
+import { rowFromValues, type BookRow, type DocumentValues } from '../../../src/export/snapshot/query.js';
+import { ResponseWriter } from '../../../src/export/respond/response-writer.js';
 
 const BOOK: BookRow = {
   id: 'b1', slug: 'kb', name: 'KB', description: null, cover_image: null,

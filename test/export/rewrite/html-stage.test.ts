@@ -1,17 +1,17 @@
 /**
- * The HTML stage (src/export/html-stage.ts) and the splice of rewritten attribute values into
+ * The HTML stage (src/export/rewrite/html-stage.ts) and the splice of rewritten attribute values into
  * contentHtml's JSON text (document-encoder.ts rewriteContentHtmlJson): byte for byte what
  * decoding, rewriting with the rewriter of record and re-escaping the whole text gives, for any
  * HTML; the same bytes whichever path rewrites a batch; large documents never sent to a worker.
  */
 import fc from 'fast-check';
 import t from 'tap';
-import { rewriteContentHtmlJson } from '../../src/export/document-encoder.js';
-import { rewriteBatchHtml } from '../../src/export/html-stage.js';
-import { rewriteHtml } from '../../src/export/html-rewriter.js';
-import { LARGE_DOCUMENT_BYTES } from '../../src/export/large-garbage.js';
-import { DOC, type DocumentRow } from '../../src/export/query.js';
-import { RewritePool } from '../../src/export/rewrite-pool.js';
+import { rewriteContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
+import { rewriteBatchHtml } from '../../../src/export/rewrite/html-stage.js';
+import { rewriteHtml } from '../../../src/export/rewrite/html-rewriter.js';
+import { LARGE_DOCUMENT_BYTES } from '../../../src/export/rewrite/large-garbage.js';
+import { DOC, type DocumentRow } from '../../../src/export/snapshot/query.js';
+import { RewritePool } from '../../../src/export/rewrite/rewrite-pool.js';
 
 const P = '/media/';
 const json = (s: string) => Buffer.from(JSON.stringify(s));

@@ -15,8 +15,8 @@
  *   connection, the callback throws and begin() rolls back, so the connection returns to the pool;
  *   when the connection dies instead, it is the first case.
  */
-import type { Sql } from '../db/connect.js';
-import { DependencyError, isConnectionLost } from '../db/dependency.js';
+import type { Sql } from '../../db/connect.js';
+import { DependencyError, isConnectionLost } from '../../db/dependency.js';
 
 /** Time limits of one export's snapshot, milliseconds (decisions.md D8.5, D8.7). */
 export interface SnapshotTimeouts {

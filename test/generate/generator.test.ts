@@ -1,6 +1,6 @@
 /**
- * The benchmark data generator (bench/generate.ts), its COPY loader (bench/load-generated.ts) and
- * its CLI (bench/generate-cli.ts): determinism, the realistic shape, the named sizes (large ≥ 2 GB
+ * The benchmark data generator (src/generate/generator.ts), its COPY loader (src/generate/load-generated.ts) and
+ * its CLI (src/generate/generate-cli.ts): determinism, the realistic shape, the named sizes (large ≥ 2 GB
  * of export), COPY text escaping, COPY storing exactly what the seed loader stores, the export of
  * a loaded book matching the spec-derived estimate byte for byte, and seed files that
  * `kb-export load` accepts.
@@ -22,8 +22,8 @@ import {
   generatorMarker,
   LARGE_MIN_EXPORT_BYTES,
   SIZES,
-} from '../../bench/generate.js';
-import { apiKeyId, copyDocuments, copyRow, copyText, loadGenerated, pgTextArray } from '../../bench/load-generated.js';
+} from '../../src/generate/generator.js';
+import { apiKeyId, copyDocuments, copyRow, copyText, loadGenerated, pgTextArray } from '../../src/generate/load-generated.js';
 import { verifyApiKey } from '../../src/auth/api-key.js';
 import type { Sql } from '../../src/db/connect.js';
 import type { SeedDocument } from '../../src/load/seed-types.js';
@@ -33,7 +33,7 @@ import { startServer } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const GENERATE_CLI = path.join(ROOT, 'dist/bench/generate-cli.js');
+const GENERATE_CLI = path.join(ROOT, 'dist/src/generate/generate-cli.js');
 const KB_CLI = path.join(ROOT, 'dist/src/cli.js');
 
 const take = (n: number, seed = 42, bookId = 'b') => [...generateDocuments({ bookId, documents: n, seed })];

@@ -1,5 +1,5 @@
 /**
- * What src/export/document-encoder.ts adds now that document columns arrive as JSON text
+ * What src/export/encode/document-encoder.ts adds now that document columns arrive as JSON text
  * (query.ts `to_json`, fetched raw): the contentHtml pre-check on escaped JSON text
  * (jsonHtmlMayNeedRewrite, which must have no false negatives), contentHtml bytes passed through
  * untouched when nothing is rewritten, and rowFromValues, the stand-in every encoder test and the
@@ -7,11 +7,11 @@
  */
 import t from 'tap';
 import fc from 'fast-check';
-import { encodeDocument, jsonHtmlMayNeedRewrite } from '../../src/export/document-encoder.js';
-import { mayNeedRewrite, rewriteHtml } from '../../src/export/html-rewriter.js';
-import { JsonChunker } from '../../src/export/json-encoder.js';
-import { DOC, documentQuery, rowFromValues, type DocumentRow, type DocumentValues } from '../../src/export/query.js';
-import { createTestDatabase } from '../helpers/db.js';
+import { encodeDocument, jsonHtmlMayNeedRewrite } from '../../../src/export/encode/document-encoder.js';
+import { mayNeedRewrite, rewriteHtml } from '../../../src/export/rewrite/html-rewriter.js';
+import { JsonChunker } from '../../../src/export/encode/json-encoder.js';
+import { DOC, documentQuery, rowFromValues, type DocumentRow, type DocumentValues } from '../../../src/export/snapshot/query.js';
+import { createTestDatabase } from '../../helpers/db.js';
 
 const PREFIX = '/media/';
 
