@@ -12,6 +12,7 @@ import { serve } from '../src/server.js';
 const cache = new Map<string, { status: number; type: string; body: Buffer }>();
 
 await serve(loadConfig(process.env), {
+  migrate: true,
   demo: false,
   beforeListen(app) {
     app.get('/bench/ceiling/*', async (req, reply) => {

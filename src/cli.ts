@@ -41,7 +41,9 @@ const program = new Command('kb-export')
     'after',
     `
 Environment:
-  DATABASE_URL          postgres://… (unset: an embedded PostgreSQL in KB_DATA_DIR, default ./.data)
+  DATABASE_URL          postgres://… (unset, development installs only: an embedded PostgreSQL in
+                        KB_DATA_DIR, default ./.data)
+  MIGRATE_ON_START      true: serve applies pending migrations first (like serve --migrate)
   HOST, PORT            where serve listens (127.0.0.1, 3000)
   MEDIA_PROXY_PREFIX    prefix for relative media URLs (/media/)
   RATE_LIMIT_MAX, RATE_LIMIT_WINDOW_MS, REDIS_URL, TRUST_PROXY, LOG_LEVEL, …`,
@@ -49,13 +51,18 @@ Environment:
 
 program
   .command('serve')
-  .description('apply pending migrations, then serve the export API')
-  .option('--demo', 'on an empty embedded database, load a generated demo knowledge base; print a key and a curl command')
-  .action(action(async (opts: { demo?: boolean }) => serve(config(), { demo: Boolean(opts.demo) })));
+  .description('serve the export API (the schema must be current: see migrate, --migrate)')
+  .option('--migrate', 'apply pending migrations first (also MIGRATE_ON_START=true)')
+  .option('--demo', 'development: migrate, load a generated demo knowledge base into an empty embedded database, print a key and a curl command')
+  .action(
+    action(async (opts: { demo?: boolean; migrate?: boolean }) =>
+      serve(config(), { demo: Boolean(opts.demo), migrate: Boolean(opts.migrate) }),
+    ),
+  );
 
 program
   .command('migrate')
-  .description('apply pending database migrations (sql/NNNN_*.sql)')
+  .description('apply pending database migrations (sql/NNNN_*.sql); the only command that changes the schema')
   .action(action(async () => migrateCommand(config(), print)));
 
 program

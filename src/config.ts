@@ -76,6 +76,8 @@ export interface Config {
    * (decisions.md D7.4). Bounds receiving the request only, never the response's stream.
    */
   requestTimeoutMs: number;
+  /** Apply pending migrations when `serve` starts (MIGRATE_ON_START); otherwise only `kb-export migrate` does. */
+  migrateOnStart: boolean;
 }
 
 type Env = Record<string, string | undefined>;
@@ -92,6 +94,14 @@ function int(env: Env, name: string, def: number, min: number, max: number): num
   const n = Number(raw);
   if (n < min || n > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${n}`);
   return n;
+}
+
+function bool(env: Env, name: string, def: boolean): boolean {
+  const raw = str(env, name);
+  if (raw === undefined) return def;
+  if (raw === 'true' || raw === '1') return true;
+  if (raw === 'false' || raw === '0') return false;
+  throw new ConfigError(name, `must be true, false, 1 or 0, got "${raw}"`);
 }
 
 function url(env: Env, name: string, protocols: readonly string[]): string | undefined {
@@ -176,5 +186,6 @@ export function loadConfig(env: Env = process.env): Config {
     dbTimeoutMs: int(env, 'DB_TIMEOUT_MS', 5000, 100, 600_000),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 30_000, 0, 3_600_000),
     requestTimeoutMs: int(env, 'REQUEST_TIMEOUT_MS', 10_000, 100, 600_000),
+    migrateOnStart: bool(env, 'MIGRATE_ON_START', false),
   };
 }

@@ -1,6 +1,6 @@
 /**
- * `kb-export serve`: the only place that creates, listens and closes. Migrates, optionally seeds the
- * demo knowledge base, listens, and on SIGTERM/SIGINT lets running exports finish within the grace
+ * `kb-export serve`: the only place that creates, listens and closes. Checks the schema is current
+ * (or migrates, when asked to), optionally seeds the demo knowledge base, listens, and on SIGTERM/SIGINT lets running exports finish within the grace
  * period before closing the pools and the embedded PostgreSQL.
  */
 import closeWithGrace from 'close-with-grace';
@@ -9,8 +9,8 @@ import { buildApp } from './app.js';
 import type { Config } from './config.js';
 import { connect } from './db/connect.js';
 import { openDatabase } from './db/database.js';
-import { migrate } from './db/migrate.js';
-import { ensureDemo } from './demo.js';
+import { assertSchemaCurrent, migrate } from './db/migrate.js';
+import type { DemoInfo } from './generate/demo.js';
 import { trackUnusedConnections } from './http/shutdown.js';
 
 /**
@@ -38,8 +38,13 @@ export const SERVER_NODE_FLAGS = ['--max-semi-space-size=2', '--heap-growing-per
 export const SERVER_MALLOC_ENV = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072' } as const;
 
 export interface ServeOptions {
-  /** Seed the demo knowledge base into an empty embedded database and print a key and a curl command. */
+  /**
+   * Migrate, seed the demo knowledge base into an empty embedded database and print a key and a curl
+   * command. The generator is imported only then: a plain serve never loads it.
+   */
   demo: boolean;
+  /** Apply pending migrations before serving (`serve --migrate`, MIGRATE_ON_START); otherwise a schema that is behind stops start-up. */
+  migrate?: boolean;
   /** Called with the built app before it listens, to add routes (the benchmarks' in-memory ceiling). */
   beforeListen?: (app: FastifyInstance) => void | Promise<void>;
 }
@@ -62,14 +67,18 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
     await Promise.allSettled([sql.end({ timeout: 5 }), exportSql.end({ timeout: 5 })]);
     await db.stop();
   };
-  let demo: Awaited<ReturnType<typeof ensureDemo>> | null = null;
+  let demo: DemoInfo | null = null;
   // Migrations and the demo's seeding (which writes arrays) run on a pool of their own, ended
   // before serving: the serving pools read no array types (src/db/connect.ts fetchTypes).
   const setup = connect(db.url, { max: 1, applicationName: 'kb-export-setup', connectTimeoutS });
   try {
     try {
-      await migrate(setup);
-      if (opts.demo && db.embedded) demo = await ensureDemo(setup);
+      if (opts.migrate || opts.demo || config.migrateOnStart) await migrate(setup);
+      else await assertSchemaCurrent(setup);
+      if (opts.demo && db.embedded) {
+        const { ensureDemo } = await import('./generate/demo.js');
+        demo = await ensureDemo(setup);
+      }
     } finally {
       await setup.end({ timeout: 5 });
     }

@@ -98,6 +98,17 @@ t.test('migrate prints what it applied and is idempotent', async (t) => {
   t.notMatch(second.stdout, /0001_init/);
 });
 
+t.test('no command but migrate changes the schema: on an unmigrated database they stop and name migrate', async (t) => {
+  const db = await createTestDatabase(t, { migrate: false });
+  for (const args of [['load', EXAMPLE], ['keys', 'revoke', 'k1'], ['keys', 'create', '--user', 'u1']]) {
+    const r = await cli(args, { DATABASE_URL: db.url });
+    t.not(r.code, 0, args.join(' '));
+    t.match(r.stderr, /schema is behind: \d+ migration\(s\) pending \(0001_init\.sql, .*run `kb-export migrate`/, args.join(' '));
+  }
+  const [table] = await db.sql`SELECT to_regclass('public.schema_migrations')::text AS t`;
+  t.equal(table!.t, null, 'nothing was created');
+});
+
 t.test('load: the spec example, a bad file, a missing file', async (t) => {
   await t.test('the spec example loads and prints counts', async (t) => {
     const db = await createTestDatabase(t);

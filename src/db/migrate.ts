@@ -19,9 +19,13 @@ export function migrationsDir(): string {
 const MIGRATION_FILE = /^(\d{4})_[a-z0-9_]+\.sql$/;
 const LOCK_ID = 7_212_345_001;
 
+async function migrationFiles(dir: string): Promise<string[]> {
+  return (await fs.readdir(dir)).filter((f) => MIGRATION_FILE.test(f)).sort();
+}
+
 /** Applies pending migrations; returns the names applied. Throws on a failed migration (rolled back). */
 export async function migrate(sql: Sql, dir: string = migrationsDir()): Promise<string[]> {
-  const files = (await fs.readdir(dir)).filter((f) => MIGRATION_FILE.test(f)).sort();
+  const files = await migrationFiles(dir);
   const applied: string[] = [];
   await sql.begin(async (tx) => {
     // The server's lookup pool runs with a short statement_timeout (DB_TIMEOUT_MS); a migration
@@ -42,4 +46,30 @@ export async function migrate(sql: Sql, dir: string = migrationsDir()): Promise<
     }
   });
   return applied;
+}
+
+/** The migrations in `dir` not yet recorded in `schema_migrations` (all of them on an empty database). */
+export async function pendingMigrations(sql: Sql, dir: string = migrationsDir()): Promise<string[]> {
+  const files = await migrationFiles(dir);
+  const [table] = await sql<{ t: string | null }[]>`SELECT to_regclass('schema_migrations')::text AS t`;
+  if (!table?.t) return files;
+  const done = new Set((await sql<{ name: string }[]>`SELECT name FROM schema_migrations`).map((r) => r.name));
+  return files.filter((f) => !done.has(f));
+}
+
+/** Thrown when the schema is behind the code: only `kb-export migrate` (or `serve --migrate`) changes it. */
+export class SchemaBehindError extends Error {
+  override name = 'SchemaBehindError';
+  constructor(readonly pending: string[]) {
+    super(
+      `the database schema is behind: ${pending.length} migration(s) pending (${pending.join(', ')}); ` +
+        'run `kb-export migrate` (or start the server with `serve --migrate` or MIGRATE_ON_START=true)',
+    );
+  }
+}
+
+/** Throws SchemaBehindError unless every migration in `dir` has been applied; changes nothing. */
+export async function assertSchemaCurrent(sql: Sql, dir: string = migrationsDir()): Promise<void> {
+  const pending = await pendingMigrations(sql, dir);
+  if (pending.length) throw new SchemaBehindError(pending);
 }

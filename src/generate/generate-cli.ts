@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import { once } from 'node:events';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { connect } from '../db/connect.js';
-import { migrate } from '../db/migrate.js';
+import { assertSchemaCurrent } from '../db/migrate.js';
 import {
   DEFAULT_MEDIA_PREFIX,
   documentsForSize,
@@ -186,7 +186,7 @@ Examples:
 
   const sql = connect(o.databaseUrl!, { max: 2, applicationName: 'kb-export-generate' });
   try {
-    await migrate(sql);
+    await assertSchemaCurrent(sql);
     log(`loading ${count(documents)} documents (seed ${o.seed}) into book ${bookId}`);
     const r = await loadGenerated(sql, {
       documents,

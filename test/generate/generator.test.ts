@@ -341,6 +341,10 @@ t.test('CLI: --help, argument errors, a seed file that `kb-export load` accepts,
   t.equal(key!.id, apiKeyId('bench-user', 'kbx_bench_key'), 'the key id loadGenerated uses');
 
   const viaCli = await createTestDatabase(t, { migrate: false });
+  const behind = await run(GENERATE_CLI, ['--size', 'small', '--seed', '5', '--database-url', viaCli.url, '--quiet']);
+  t.not(behind.code, 0, 'an unmigrated database: refused');
+  t.match(behind.stderr, /schema is behind.*kb-export migrate/);
+  t.equal((await run(KB_CLI, ['migrate'], { DATABASE_URL: viaCli.url })).code, 0);
   const direct = await run(GENERATE_CLI, ['--size', 'small', '--seed', '5', '--database-url', viaCli.url, '--quiet']);
   t.equal(direct.code, 0, direct.stderr);
   t.match(direct.stdout, /loaded 100 documents .* into book bench-small/);
