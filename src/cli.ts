@@ -2,6 +2,12 @@
 /**
  * `kb-export`: the command-line entry point (serve, migrate, load, keys, import-html).
  * Configuration comes from the environment (see README.md); a bad value stops with its name.
+ *
+ * The shebang above is the one place the server's runtime settings are written: npm start, the
+ * Docker image, the benchmarks and the tests all run this file as an executable (the build sets
+ * its mode). The V8 flags keep the heap small under the export's allocation rate; the glibc
+ * settings give large buffers mappings of their own that are unmapped when freed, and cap the
+ * arenas the worker threads may take. bench/optimisations.md has the figures behind each.
  */
 import { Command, Option } from 'commander';
 import { ConfigError, loadConfig, type Config } from './config.js';

@@ -13,30 +13,6 @@ import { assertSchemaCurrent, migrate } from './db/migrate.js';
 import type { DemoInfo } from './generate/demo.js';
 import { trackUnusedConnections } from './http/shutdown.js';
 
-/**
- * Node.js flags the server runs with (the `kb-export` shebang, `npm start`, the Dockerfile and the
- * benchmarks pass them), to keep peak RSS flat (bench/optimisations.md):
- * - V8 otherwise grows its young generation to 3 × 16 MiB under the export's allocation rate,
- *   which alone lifts peak RSS by 25–40 MB; 2 MiB semi-spaces cost no measurable throughput.
- * - After each full collection V8 lets the old generation grow by up to 4 × what survived before
- *   collecting again; the strings of rewritten HTML documents then pile up to 50+ MB of garbage.
- *   A factor of 2 takes the HTML export's peak from ~156 MB to ~120 MB for about 5 % of its speed.
- */
-export const SERVER_NODE_FLAGS = ['--max-semi-space-size=2', '--heap-growing-percent=100'] as const;
-
-/**
- * glibc malloc settings the server runs with where it is started as a service (the `kb-export`
- * shebang, the Dockerfile, the benchmarks; not `npm start`, which must also run where a shell cannot
- * prefix variables). Exporting documents of megabytes allocates and frees buffers of their size:
- * - glibc raises its mmap threshold to the size of the largest block freed (up to 32 MB), after
- *   which such buffers come from the heap, whose freed memory is not returned to the system; a
- *   fixed threshold keeps every large buffer in its own mapping, unmapped when freed.
- * - every thread that allocates (rewrite workers, libuv's pool) may get an arena of its own.
- * Together they took a run of 8 MB documents from about 226 to 206 MB of peak RSS
- * (test/faults/skewed-memory.test.ts); elsewhere (musl, macOS) the variables are ignored.
- */
-export const SERVER_MALLOC_ENV = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072' } as const;
-
 export interface ServeOptions {
   /**
    * Migrate, seed the demo knowledge base into an empty embedded database and print a key and a curl

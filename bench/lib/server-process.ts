@@ -8,7 +8,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../src/db/embedded.js';
-import { SERVER_MALLOC_ENV, SERVER_NODE_FLAGS } from '../../src/server.js';
+import { cliRuntime } from './cli-runtime.js';
 
 export interface ServerProcess {
   /** `http://127.0.0.1:<port>` */
@@ -28,7 +28,7 @@ export interface ServerOptions {
   databaseUrl: string;
   /** Writes a `.cpuprofile` into this folder on exit (`node --cpu-prof`). */
   cpuProfDir?: string;
-  /** Node.js flags beside SERVER_NODE_FLAGS, for experiments. */
+  /** Node.js flags beside the kb-export shebang's (src/cli.ts), for experiments. */
   nodeFlags?: string[];
   /** Extra environment, e.g. EXPORT_BATCH_SIZE. */
   env?: Record<string, string>;
@@ -36,9 +36,9 @@ export interface ServerOptions {
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 // The built server either way: tests import this file from its TypeScript source, beside no server.js.
-const SERVER_JS = HERE.split(path.sep).includes('dist')
-  ? path.join(HERE, '..', 'server.js')
-  : path.join(HERE, '..', '..', 'dist', 'bench', 'server.js');
+const DIST = HERE.split(path.sep).includes('dist') ? path.join(HERE, '..', '..') : path.join(HERE, '..', '..', 'dist');
+const SERVER_JS = path.join(DIST, 'bench', 'server.js');
+const CLI_JS = path.join(DIST, 'src', 'cli.js');
 
 async function statusField(pid: number, field: string): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
@@ -55,8 +55,9 @@ function exited(child: ChildProcess): Promise<void> {
 /** Starts bench/server.ts on a free port and resolves once it answers HTTP. Throws if it exits first. */
 export async function startServer(opts: ServerOptions): Promise<ServerProcess> {
   const port = await freePort();
+  const runtime = cliRuntime(CLI_JS);
   const args = [
-    ...SERVER_NODE_FLAGS,
+    ...runtime.nodeFlags,
     ...(opts.nodeFlags ?? []),
     ...(opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : []),
     SERVER_JS,
@@ -64,7 +65,7 @@ export async function startServer(opts: ServerOptions): Promise<ServerProcess> {
   const child = spawn(process.execPath, args, {
     env: {
       ...process.env,
-      ...SERVER_MALLOC_ENV,
+      ...runtime.env,
       DATABASE_URL: opts.databaseUrl,
       HOST: '127.0.0.1',
       PORT: String(port),

@@ -27,7 +27,6 @@ export async function openDatabase(
   notice: (line: string) => void = (line) => process.stderr.write(line),
 ): Promise<DatabaseTarget> {
   if (config.databaseUrl) return { url: config.databaseUrl, embedded: false, stop: async () => {} };
-  notice(embeddedNotice(config.dataDir));
   let db;
   try {
     db = await startEmbeddedPostgres(config.dataDir);
@@ -40,5 +39,6 @@ export async function openDatabase(
     }
     throw err;
   }
+  notice(embeddedNotice(config.dataDir));
   return { url: db.url, embedded: true, stop: () => db.stop() };
 }

@@ -12,7 +12,6 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { request } from 'undici';
 import { freePort } from '../../src/db/embedded.js';
-import { SERVER_MALLOC_ENV, SERVER_NODE_FLAGS } from '../../src/server.js';
 import { seed, simpleSeed } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
 
@@ -45,8 +44,9 @@ t.test('20 documents of 8 MB after 1,000 small ones: complete body, peak RSS wit
     FROM generate_series(1, 20) i`);
 
   const port = await freePort();
-  const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, CLI, 'serve'], {
-    env: { ...process.env, ...SERVER_MALLOC_ENV, DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', EXPORT_CACHE_BYTES: '0' },
+  // The executable itself, so the shebang's runtime settings apply as in production.
+  const child = spawn(CLI, ['serve'], {
+    env: { ...process.env, DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', EXPORT_CACHE_BYTES: '0' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
