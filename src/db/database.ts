@@ -13,19 +13,11 @@ export interface DatabaseTarget {
   stop(): Promise<void>;
 }
 
-/** The line written to stderr whenever the embedded PostgreSQL is used. */
-export function embeddedNotice(dataDir: string): string {
-  return `kb-export: DATABASE_URL is not set: using an embedded PostgreSQL in ${dataDir}, for development only; set DATABASE_URL in production\n`;
-}
-
 /**
  * Resolves the database to use, starting the embedded one when DATABASE_URL is unset. Throws
  * ConfigError naming DATABASE_URL where no embedded PostgreSQL is installed.
  */
-export async function openDatabase(
-  config: Pick<Config, 'databaseUrl' | 'dataDir'>,
-  notice: (line: string) => void = (line) => process.stderr.write(line),
-): Promise<DatabaseTarget> {
+export async function openDatabase(config: Pick<Config, 'databaseUrl' | 'dataDir'>): Promise<DatabaseTarget> {
   if (config.databaseUrl) return { url: config.databaseUrl, embedded: false, stop: async () => {} };
   let db;
   try {
@@ -39,6 +31,8 @@ export async function openDatabase(
     }
     throw err;
   }
-  notice(embeddedNotice(config.dataDir));
+  process.stderr.write(
+    `kb-export: DATABASE_URL is not set: using an embedded PostgreSQL in ${config.dataDir}, for development only; set DATABASE_URL in production\n`,
+  );
   return { url: db.url, embedded: true, stop: () => db.stop() };
 }
