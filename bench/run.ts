@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { Command } from 'commander';
 import { defaultRewriteWorkers } from '../src/config.js';
-import { SIZES } from '../src/generate/generator.js';
+import { SIZES } from '../src/generate/sizes.js';
 import { topSelfTime } from './lib/cpu-profile.js';
 import { BENCH_KEY, ensureDataset, openBenchDatabase, type Dataset } from './lib/datasets.js';
 import { agent, copyOnce, exportOnce, median, type ExportRun } from './lib/http-client.js';

@@ -18,7 +18,7 @@ import postgres from 'postgres';
 import { connect, type Sql } from '../src/db/connect.js';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { migrate } from '../src/db/migrate.js';
-import { prng } from '../src/generate/generator.js';
+import { prng } from '../src/generate/random.js';
 import { migrationsUpTo, VARIANTS, type Variant } from './lib/write-cost-variants.js';
 import { loadGenerated } from '../src/generate/load-generated.js';
 import { machineInfo } from './machine.js';

@@ -10,15 +10,9 @@ import { once } from 'node:events';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { connect } from '../db/connect.js';
 import { assertSchemaCurrent } from '../db/migrate.js';
-import {
-  DEFAULT_MEDIA_PREFIX,
-  documentsForSize,
-  estimateExportBytes,
-  generatedBook,
-  generateDocuments,
-  SIZE_NAMES,
-  SIZES,
-} from './generator.js';
+import { DEFAULT_MEDIA_PREFIX, estimateExportBytes } from './expected-export.js';
+import { documentsForSize, generatedBook, SIZE_NAMES, SIZES } from './sizes.js';
+import { generateDocuments } from './generator.js';
 import { apiKeyId, loadGenerated } from './load-generated.js';
 
 interface Options {

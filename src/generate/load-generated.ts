@@ -16,7 +16,8 @@ import type postgres from 'postgres';
 import { hashApiKey } from '../auth/api-key.js';
 import type { SeedDocument } from '../load/seed-types.js';
 import { editorState } from '../load/seed-writer.js';
-import { documentsForSize, generatedBook, generateDocuments, type SizeName } from './generator.js';
+import { documentsForSize, generatedBook, type SizeName } from './sizes.js';
+import { generateDocuments } from './generator.js';
 
 type Sql = postgres.Sql;
 type Tx = postgres.TransactionSql<Record<string, never>>;

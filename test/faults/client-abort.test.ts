@@ -10,7 +10,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import t, { type Test } from 'tap';
-import { prng } from '../../src/generate/generator.js';
+import { prng } from '../../src/generate/random.js';
 import { startServer as startServerProcess } from '../../bench/lib/server-process.js';
 import { startServer } from '../helpers/app.js';
 import { abortAt, rawGet, slowReader, type AbortResult } from '../helpers/clients.js';

@@ -11,7 +11,7 @@
  * Replay a failure with FAULT_SEED=<seed printed in the assertion message>.
  */
 import t, { type Test } from 'tap';
-import { prng } from '../../src/generate/generator.js';
+import { prng } from '../../src/generate/random.js';
 import { startServer as startServerProcess } from '../../bench/lib/server-process.js';
 import { rawGet, type RawGetOptions } from '../helpers/clients.js';
 import { createTestDatabase } from '../helpers/db.js';

@@ -12,17 +12,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { request } from 'undici';
-import {
-  documentsForSize,
-  estimateExportBytes,
-  exportedDocument,
-  fractionalKey,
-  generateDocuments,
-  generatedBook,
-  generatorMarker,
-  LARGE_MIN_EXPORT_BYTES,
-  SIZES,
-} from '../../src/generate/generator.js';
+import { documentsForSize, generatedBook, generatorMarker, LARGE_MIN_EXPORT_BYTES, SIZES } from '../../src/generate/sizes.js';
+import { estimateExportBytes, exportedDocument } from '../../src/generate/expected-export.js';
+import { fractionalKey } from '../../src/generate/random.js';
+import { generateDocuments } from '../../src/generate/generator.js';
 import { apiKeyId, copyDocuments, copyRow, copyText, loadGenerated, pgTextArray } from '../../src/generate/load-generated.js';
 import { verifyApiKey } from '../../src/auth/api-key.js';
 import type { Sql } from '../../src/db/connect.js';

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import { prng } from '../../../src/generate/generator.js';
+import { prng } from '../../../src/generate/random.js';
 import fc from 'fast-check';
 import { readFileSync } from 'node:fs';
 import { parseFragment } from 'parse5';
