@@ -60,6 +60,6 @@ export function rewriteCorpusUrls(html: string, pagePath: string): { html: strin
   // Most pages of a manual have no media at all, and the rewriter's tokenizer costs a parse.
   if (!mayNeedRewrite(html)) return { html, count: 0 };
   const rw = new HtmlMediaRewriter(urlTransformRules((url) => resolveCorpusUrl(url, pagePath)));
-  const out = rw.write(html) + rw.end();
+  const out = rw.rewrite(html);
   return { html: out, count: rw.rewrittenCount };
 }

@@ -7,7 +7,7 @@
  * document is copied as bytes; only `cover.url` and a `contentHtml` that may hold a media URL
  * are decoded, rewritten and escaped here.
  */
-import { HtmlMediaRewriter, type Edit } from '../rewrite/html-rewriter.js';
+import { HtmlMediaRewriter, mediaPreCheck, type Edit } from '../rewrite/html-rewriter.js';
 import { noteRewritten } from '../rewrite/large-garbage.js';
 import type { JsonChunker } from './json-encoder.js';
 import { rewriteMediaUrl } from '../rewrite/media-url.js';
@@ -97,14 +97,11 @@ function orDefault(j: Buffer | null, def: Buffer): Buffer {
  * references). JSON escaping never touches `<` or ASCII letters, and a UTF-8 continuation byte
  * read as Latin-1 never matches an ASCII letter, so every real media tag is seen.
  */
-const MEDIA_TAG = /<(?:img|image|source|video|audio|track|embed|object)(?:[\t\n\f\r />"\\]|$)/i;
-const ANCHOR_TAG = /<a(?:[\t\n\f\r />"\\]|$)/i;
-const ANCHOR_MARKERS = /download|data-type/i;
+const jsonPreCheck = mediaPreCheck('\\t\\n\\f\\r />"\\\\');
 
 /** Whether escaped JSON text of some HTML may hold a URL that D3.3 rewrites. */
 export function jsonHtmlMayNeedRewrite(json: Buffer): boolean {
-  const s = json.toString('latin1');
-  return MEDIA_TAG.test(s) || (ANCHOR_MARKERS.test(s) && ANCHOR_TAG.test(s));
+  return jsonPreCheck(json.toString('latin1'));
 }
 
 /**

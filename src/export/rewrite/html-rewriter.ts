@@ -10,11 +10,10 @@
  */
 import type { StartTag } from 'parse5-sax-parser';
 import type { Token } from 'parse5';
-import { encodeAttrValue, mapSrcsetUrls, valueSpan } from './html-attributes.js';
+import { encodeAttrValue, valueSpan } from './html-attributes.js';
 import { SyncSaxParser } from './html-tokenizer.js';
 import { mediaUrlKeptRange, rewriteMediaUrl, rewriteSrcset } from './media-url.js';
-
-export { mapSrcsetUrls } from './html-attributes.js';
+import { mapSrcsetUrls } from './srcset.js';
 
 type AttrKind = 'url' | 'srcset';
 
@@ -64,9 +63,9 @@ export interface Edit {
 
 
 /**
- * Incremental media URL rewriter for one HTML document (decisions.md D3.3-D3.5).
- * Feed chunks with write(); each call returns the output that is final so far, and end()
- * returns the rest. Any chunking of the same input gives the same concatenated output.
+ * The media URL rewriter for one whole HTML document (decisions.md D3.3-D3.5): finds the values to
+ * rewrite with parse5's tokenizer and returns them as edits by source offset. One document per
+ * instance.
  */
 export class HtmlMediaRewriter {
   /**
@@ -76,12 +75,8 @@ export class HtmlMediaRewriter {
   private readonly prefix: string | null;
   private readonly rules: UrlRewriteRules;
   private readonly sax: SyncSaxParser;
-  /** Input not yet returned; `pending[0]` is input offset `pendingStart`. */
-  private pending = '';
-  private pendingStart = 0;
-  private edits: Edit[] = [];
-  private rewritten = 0;
-  private ended = false;
+  private html: string | null = null;
+  private readonly edits: Edit[] = [];
 
   /**
    * A string is the media proxy prefix of decisions.md D3.1, already normalised
@@ -98,64 +93,32 @@ export class HtmlMediaRewriter {
     this.sax = new SyncSaxParser((tag, foreign) => this.onStartTag(tag, foreign));
   }
 
-  /** Feeds one chunk; returns the output that no later input can change (decisions.md D3.5). */
-  write(chunk: string): string {
-    if (this.ended) throw new Error('HtmlMediaRewriter.write after end');
-    if (chunk.length === 0) return '';
-    this.pending += chunk;
-    this.sax.feed(chunk, false);
-    return this.flush(this.sax.boundary(this.pending, this.pendingStart));
-  }
-
   /**
-   * The edits of a whole document, in order, instead of its output: what write(html) + end()
-   * would splice into `html`. For callers that splice into another representation of the same
-   * text (document-encoder.ts splices into contentHtml's JSON text). Use on a fresh rewriter only.
+   * The edits of document `html`, in order: for callers that splice them into another
+   * representation of the same text (document-encoder.ts splices into contentHtml's JSON text).
+   * A tag left open at the end is not a tag (eof-in-tag) and passes through. Throws when called twice.
    */
   editsOf(html: string): readonly Edit[] {
-    if (this.ended || this.pendingStart !== 0 || this.pending !== '') throw new Error('HtmlMediaRewriter.editsOf on a used rewriter');
-    this.ended = true;
-    this.pending = html;
-    this.sax.feed(html, true);
+    if (this.html !== null) throw new Error('HtmlMediaRewriter: one document per instance');
+    this.html = html;
+    this.sax.feed(html);
     return this.edits;
   }
 
-  /**
-   * How many attribute values have been rewritten so far, counted when their tag is read;
-   * all of them are in the output once end() has returned.
-   */
-  get rewrittenCount(): number {
-    return this.rewritten;
-  }
-
-  /** Ends the input; a tag left open at EOF is not a tag (eof-in-tag) and passes through. */
-  end(): string {
-    if (this.ended) return '';
-    this.ended = true;
-    this.sax.feed('', true);
-    return this.flush(this.pendingStart + this.pending.length);
-  }
-
-  private flush(upTo: number): string {
-    if (upTo <= this.pendingStart) return '';
-    const base = this.pendingStart;
+  /** Document `html` with its media URLs rewritten; every other byte as it was (D3.5). Throws when called twice. */
+  rewrite(html: string): string {
     let out = '';
-    let pos = base;
-    let keep = 0;
-    for (const e of this.edits) {
-      // Edits come from emitted tags, which lie before the boundary; keep any that do not.
-      if (e.end > upTo) {
-        this.edits[keep++] = e;
-        continue;
-      }
-      out += this.pending.slice(pos - base, e.start - base) + e.text;
+    let pos = 0;
+    for (const e of this.editsOf(html)) {
+      out += html.slice(pos, e.start) + e.text;
       pos = e.end;
     }
-    this.edits.length = keep;
-    out += this.pending.slice(pos - base, upTo - base);
-    this.pending = this.pending.slice(upTo - base);
-    this.pendingStart = upTo;
-    return out;
+    return pos === 0 ? html : out + html.slice(pos);
+  }
+
+  /** How many attribute values were rewritten. */
+  get rewrittenCount(): number {
+    return this.edits.length;
   }
 
   private onStartTag(tag: StartTag, foreign: boolean): void {
@@ -179,7 +142,6 @@ export class HtmlMediaRewriter {
     }
     if (tagEdits.length > 1) tagEdits.sort((x, y) => x.start - y.start);
     for (const e of tagEdits) this.edits.push(e);
-    this.rewritten += tagEdits.length;
   }
 
   /**
@@ -189,11 +151,12 @@ export class HtmlMediaRewriter {
   private attrEdit(decoded: string, start: number, end: number, kind: AttrKind): Edit | null {
     const next = kind === 'url' ? this.rules.url(decoded) : this.rules.srcset(decoded);
     if (next === decoded) return null;
-    const span = valueSpan(this.pending, start - this.pendingStart, end - this.pendingStart);
+    const html = this.html!;
+    const span = valueSpan(html, start, end);
     if (span === null) return null;
     const [vs, ve, quote] = span;
-    const raw = this.pending.slice(vs, ve);
-    const abs = { start: vs + this.pendingStart, end: ve + this.pendingStart };
+    const raw = html.slice(vs, ve);
+    const abs = { start: vs, end: ve };
     const literal = this.prefix !== null;
     if (raw === decoded) return { ...abs, text: literal ? next : encodeAttrValue(next, quote) };
     if (raw.indexOf('&') === -1) {
@@ -231,31 +194,32 @@ function isAttachmentLink(tag: StartTag): boolean {
 }
 
 
-/**
- * A media tag name after `<` (ASCII case-insensitive, `image` is parsed as `img`), then a
- * character that ends a tag name (white space, `/`, `>`) or the end of the text.
- */
-const MEDIA_TAG = /<(?:img|image|source|video|audio|track|embed|object)(?:[\t\n\f\r />]|$)/i;
-const ANCHOR_TAG = /<a(?:[\t\n\f\r />]|$)/i;
+/** D3.3's media tag names as they may be written after `<` (`image` is parsed as `img`); `a` is gated apart. */
+const MEDIA_TAG_NAMES = [...REWRITTEN_ATTRS.keys(), 'image'].filter((name) => name !== 'a').join('|');
 const ANCHOR_MARKERS = /download|data-type/i;
 
 /**
- * Cheap pre-check for decisions.md D3.3 with no false negatives: false only when no `<` is
- * followed by a media tag name and a tag-name terminator. An `a` only counts when the text holds
- * `download` or `data-type` anywhere: attribute names cannot be written with character references,
- * so without either word no link is an attachment. Most documents have ordinary links and no
- * media, and skip the tokenizer. One regular expression scan instead of a loop over every `<`.
+ * A cheap pre-check for decisions.md D3.3 with no false negatives, over HTML or a text that holds
+ * it (escaped JSON): true when a media tag name follows `<` and is followed by one of the
+ * characters in `terminators` (a regular expression class body: what ends a tag name in that
+ * text) or the end of the text. An `a` only counts when the text holds `download` or `data-type`
+ * anywhere: attribute names cannot be written with character references, so without either word
+ * no link is an attachment. Most documents have ordinary links and no media, and skip the
+ * tokenizer: one regular expression scan instead of a loop over every `<`.
  */
-export function mayNeedRewrite(html: string): boolean {
-  return MEDIA_TAG.test(html) || (ANCHOR_MARKERS.test(html) && ANCHOR_TAG.test(html));
+export function mediaPreCheck(terminators: string): (text: string) => boolean {
+  const media = new RegExp(`<(?:${MEDIA_TAG_NAMES})(?:[${terminators}]|$)`, 'i');
+  const anchor = new RegExp(`<a(?:[${terminators}]|$)`, 'i');
+  return (text) => media.test(text) || (ANCHOR_MARKERS.test(text) && anchor.test(text));
 }
 
+/** The pre-check over HTML: a tag name ends at white space, `/` or `>`. */
+export const mayNeedRewrite = mediaPreCheck('\\t\\n\\f\\r />');
+
 /**
- * Rewrites media URLs in a whole HTML string (decisions.md D3.3-D3.5); same result as one
- * HtmlMediaRewriter write + end. A prefix must already be normalised (D3.1).
+ * Rewrites media URLs in a whole HTML string (decisions.md D3.3-D3.5), skipping the tokenizer
+ * when the pre-check finds no media tag. A prefix must already be normalised (D3.1).
  */
 export function rewriteHtml(html: string, prefixOrRules: string | UrlRewriteRules): string {
-  if (!mayNeedRewrite(html)) return html;
-  const rw = new HtmlMediaRewriter(prefixOrRules);
-  return rw.write(html) + rw.end();
+  return mayNeedRewrite(html) ? new HtmlMediaRewriter(prefixOrRules).rewrite(html) : html;
 }

@@ -1,20 +1,13 @@
 /**
- * parse5's tokenizer driven for the media rewriter (html-rewriter.ts): synchronously, with
- * character tokens dropped, text in the data state skipped in one jump, and the offset before
- * which no start tag can still be emitted. Relies on parse5 internals; the rewriter's
- * split-at-every-position and reference tests fail if a parse5 upgrade changes them.
+ * parse5's tokenizer driven for the media rewriter (html-rewriter.ts): synchronously, over a whole
+ * document, with character tokens dropped and text in the data state skipped in one jump. Relies
+ * on parse5 internals (parse5 is pinned to an exact version): test/export/rewrite/parse5-internals.test.ts
+ * fails if an upgrade changes them.
  */
 import { SAXParser, type StartTag } from 'parse5-sax-parser';
-import { Token } from 'parse5';
 
-/**
- * The fields of parse5's Tokenizer we read to know which input is final; see boundary().
- * `currentToken` is protected in parse5's types; the split-at-every-position tests fail
- * if a parse5 upgrade changes what it means.
- */
+/** The field of parse5's Tokenizer read to tell foreign content (SVG, MathML) apart. */
 interface TokenizerView {
-  preprocessor: { pos: number; droppedBufferSize: number };
-  currentToken: { type: Token.TokenType; location: { startOffset: number } | null } | null;
   inForeignNode: boolean;
 }
 
@@ -23,6 +16,9 @@ interface DataStateView {
   _stateData?: (cp: number) => void;
   preprocessor: { html: string; pos: number; isEol: boolean };
 }
+
+/** What ends a run of plain text in the data state (see skipTextInDataState). */
+const TEXT_STOP = /[<&\0\r\n\ud800-\udfff]/g;
 
 /**
  * Text in the data state is most of a document's HTML and cannot start a tag, yet parse5 runs
@@ -33,11 +29,8 @@ interface DataStateView {
  * characters whose handling has side effects: tags, references, errors, line and code point
  * bookkeeping). Offsets stay exact, which is all the splicing uses; text events are lost, which
  * nothing here listens to. A parse5 without `_stateData` keeps its own, slower, path; the
- * split-at-every-position and reference tests fail if a parse5 upgrade changes what it means.
+ * internals and reference tests fail if a parse5 upgrade changes what it means.
  */
-/** What ends a run of plain text in the data state (see skipTextInDataState). */
-const TEXT_STOP = /[<&\0\r\n\ud800-\udfff]/g;
-
 function skipTextInDataState(tz: DataStateView): void {
   const original = tz._stateData;
   if (typeof original !== 'function') return;
@@ -76,24 +69,8 @@ export class SyncSaxParser extends SAXParser {
   override onWhitespaceCharacter(): void {}
   override onNullCharacter(): void {}
 
-  feed(chunk: string, last: boolean): void {
-    this.tokenizer.write(chunk, last);
-  }
-
-  /**
-   * Absolute input offset before which no start tag can still be emitted. A tag being
-   * tokenised starts at its `<`; a `<` just read at the end of a chunk may open one.
-   * Everything before this offset can be sent on, which bounds memory by the largest token.
-   */
-  boundary(input: string, inputStart: number): number {
-    const tz = this.view();
-    let b = tz.preprocessor.droppedBufferSize + tz.preprocessor.pos + 1;
-    const ct = tz.currentToken;
-    if (ct !== null && ct.type === Token.TokenType.START_TAG && ct.location !== null) {
-      b = Math.min(b, ct.location.startOffset);
-    } else if (b > inputStart && input.charCodeAt(b - 1 - inputStart) === 0x3c /* < */) {
-      b--;
-    }
-    return Math.max(b, inputStart);
+  /** Tokenizes a whole document, emitting its start tags synchronously. */
+  feed(html: string): void {
+    this.tokenizer.write(html, true);
   }
 }

@@ -3,6 +3,8 @@
  * Called for every `cover.url` and every rewritable attribute, so the hot paths
  * walk char codes instead of running regexes or allocating intermediate strings.
  */
+import { isAsciiAlpha, isAsciiWhitespace } from './ascii.js';
+import { mapSrcsetRanges } from './srcset.js';
 import { normalisePath, pathNeedsNormalising } from './url-path.js';
 
 // Characters that would let a configured prefix break out of an attribute value or
@@ -24,21 +26,12 @@ export function normalizeMediaPrefix(p: string): string {
   return p.slice(0, end) + '/';
 }
 
-/** ASCII white space as the URL and HTML specs define it: TAB, LF, FF, CR, SPACE. */
-function isAsciiWs(c: number): boolean {
-  return c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0c || c === 0x0d;
-}
-
-function isAsciiAlpha(c: number): boolean {
-  return (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a);
-}
-
 /** `[s, e)` of `u[from, to)` once ASCII white space is trimmed from both ends. */
 function trimBounds(u: string, from: number, to: number): [number, number] {
   let s = from;
   let e = to;
-  while (s < e && isAsciiWs(u.charCodeAt(s))) s++;
-  while (e > s && isAsciiWs(u.charCodeAt(e - 1))) e--;
+  while (s < e && isAsciiWhitespace(u.charCodeAt(s))) s++;
+  while (e > s && isAsciiWhitespace(u.charCodeAt(e - 1))) e--;
   return [s, e];
 }
 
@@ -59,15 +52,6 @@ function isRelativeRange(u: string, s: number, e: number): boolean {
     }
   }
   return true;
-}
-
-/**
- * Whether `u` is a relative URL (decisions.md D3.2): after trimming ASCII white space it is
- * non-empty, has no scheme, and starts with neither `//` nor `#`.
- */
-export function isRelativeUrl(u: string): boolean {
-  const [s, e] = trimBounds(u, 0, u.length);
-  return isRelativeRange(u, s, e);
 }
 
 /**
@@ -135,51 +119,8 @@ function applyRewrite(u: string, r: Rewrite, prefix: string): string | null {
 
 /**
  * Rewrites every candidate URL of a `srcset` value (decisions.md D3.3) as rewriteMediaUrl does
- * (D3.1, D3.2, D3.7) and keeps separators and descriptors byte-for-byte. Candidates are split
- * as the HTML spec's srcset parser does, so a `data:` URL's comma stays inside its URL and commas
- * inside `(...)` in descriptors do not start a new candidate.
+ * (D3.1, D3.2, D3.7), split and kept as srcset.ts says.
  */
 export function rewriteSrcset(value: string, prefix: string): string {
-  const n = value.length;
-  let out = '';
-  let copied = 0; // value[0, copied) is already in `out`
-  let pos = 0;
-  while (pos < n) {
-    // Separators between candidates: white space and commas.
-    let c = value.charCodeAt(pos);
-    while (isAsciiWs(c) || c === 0x2c /* , */) {
-      if (++pos >= n) break;
-      c = value.charCodeAt(pos);
-    }
-    if (pos >= n) break;
-    const urlStart = pos;
-    while (pos < n && !isAsciiWs(value.charCodeAt(pos))) pos++;
-    let urlEnd = pos;
-    // Trailing commas end the candidate and belong to the separator, not the URL.
-    let endsWithComma = false;
-    while (urlEnd > urlStart && value.charCodeAt(urlEnd - 1) === 0x2c) {
-      urlEnd--;
-      endsWithComma = true;
-    }
-    const next = applyRewrite(value, planRewrite(value, urlStart, urlEnd, prefix), prefix);
-    if (next !== null) {
-      out += value.slice(copied, urlStart) + next;
-      copied = urlEnd;
-    }
-    if (endsWithComma) continue;
-    // Descriptors run until a comma outside parentheses.
-    let inParens = false;
-    while (pos < n) {
-      c = value.charCodeAt(pos);
-      if (inParens) {
-        if (c === 0x29 /* ) */) inParens = false;
-      } else if (c === 0x28 /* ( */) {
-        inParens = true;
-      } else if (c === 0x2c) {
-        break;
-      }
-      pos++;
-    }
-  }
-  return copied === 0 ? value : out + value.slice(copied);
+  return mapSrcsetRanges(value, (v, start, end) => applyRewrite(v, planRewrite(v, start, end, prefix), prefix));
 }

@@ -1,18 +1,18 @@
 import t, { type Test } from 'tap';
-import { prng } from '../../../src/generate/random.js';
 import fc from 'fast-check';
 import { readFileSync } from 'node:fs';
 import { parseFragment } from 'parse5';
 import type { DefaultTreeAdapterTypes as T } from 'parse5';
 import {
   HtmlMediaRewriter,
-  mapSrcsetUrls,
   mayNeedRewrite,
   rewriteHtml,
   urlTransformRules,
   type UrlRewriteRules,
 } from '../../../src/export/rewrite/html-rewriter.js';
-import { isRelativeUrl, rewriteMediaUrl, rewriteSrcset } from '../../../src/export/rewrite/media-url.js';
+import { rewriteMediaUrl, rewriteSrcset } from '../../../src/export/rewrite/media-url.js';
+import { mapSrcsetUrls } from '../../../src/export/rewrite/srcset.js';
+import { rewriteContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
 
 interface Case {
   rule: string;
@@ -26,24 +26,13 @@ const cases = JSON.parse(
   readFileSync(new URL('./fixtures/rewriter-cases.json', import.meta.url), 'utf8'),
 ) as Case[];
 
-function runChunks(chunks: string[], rules: string | UrlRewriteRules = P): string {
-  const rw = new HtmlMediaRewriter(rules);
-  let out = '';
-  for (const c of chunks) out += rw.write(c);
-  return out + rw.end();
+/** The tokenizer's result with no pre-check in front of it. */
+function tokenized(html: string, rules: string | UrlRewriteRules = P): string {
+  return new HtmlMediaRewriter(rules).rewrite(html);
 }
 
-
-function randomChunks(s: string, seed: number, maxSize: number): string[] {
-  const rnd = prng(seed);
-  const out: string[] = [];
-  for (let i = 0; i < s.length; ) {
-    const n = 1 + Math.floor(rnd() * maxSize);
-    out.push(s.slice(i, i + n));
-    i += n;
-  }
-  return out;
-}
+/** decisions.md D3.2 through the function production calls: a relative URL is one that gets the prefix. */
+const isRelativeUrl = (u: string): boolean => rewriteMediaUrl(u, '/never-a-prefix-of-these/') !== u;
 
 t.test('fixture file covers every rule of D3 that applies to HTML', async (t) => {
   const rules = new Set(cases.map((c) => c.rule));
@@ -51,57 +40,32 @@ t.test('fixture file covers every rule of D3 that applies to HTML', async (t) =>
   t.equal(new Set(cases.map((c) => c.name)).size, cases.length, 'case names are unique');
 });
 
-/** Whole, split at every position, random chunk sizes, one code unit at a time: all give `expected`. */
-function checkChunkings(t: Test, input: string, expected: string, rules: string | UrlRewriteRules = P): void {
-  t.equal(rewriteHtml(input, rules), expected, 'whole string');
-  t.equal(runChunks([input], rules), expected, 'one write + end');
-  for (let i = 0; i <= input.length; i++) {
-    const got = runChunks([input.slice(0, i), input.slice(i)], rules);
-    if (got !== expected) t.equal(got, expected, `split at ${i}`);
+/**
+ * Every path production takes gives `expected`: the string API (pre-check, then tokenizer), the
+ * tokenizer alone, and for the export's prefix rules the splice into contentHtml's JSON text.
+ */
+function checkPaths(t: Test, input: string, expected: string, rules: string | UrlRewriteRules = P): void {
+  t.equal(rewriteHtml(input, rules), expected, 'rewriteHtml');
+  t.equal(tokenized(input, rules), expected, 'the tokenizer without the pre-check');
+  if (typeof rules === 'string') {
+    const json = rewriteContentHtmlJson(Buffer.from(JSON.stringify(input)), rules);
+    t.equal(JSON.parse(json.toString('utf8')), expected, 'spliced into the JSON text');
   }
-  for (let seed = 1; seed <= 8; seed++) {
-    const chunks = randomChunks(input, seed, 1 + (seed % 5) * 3);
-    const got = runChunks(chunks, rules);
-    if (got !== expected) t.equal(got, expected, `seed ${seed}: ${JSON.stringify(chunks)}`);
-  }
-  t.equal(runChunks(input.split(''), rules), expected, 'one code unit per chunk');
 }
 
 for (const c of cases) {
   t.test(`${c.rule} ${c.name}`, async (t) => {
-    checkChunkings(t, c.input, c.expected);
+    checkPaths(t, c.input, c.expected);
     t.equal(rewriteHtml(c.expected, P), c.expected, 'idempotent');
     if (c.expected !== c.input) t.ok(mayNeedRewrite(c.input), 'mayNeedRewrite has no false negative');
   });
 }
 
-t.test('output is returned as soon as it is final', async (t) => {
+t.test('one document per rewriter', async (t) => {
   const rw = new HtmlMediaRewriter(P);
-  t.equal(rw.write('<p>hello</p>'), '<p>hello</p>');
-  t.equal(rw.write('<img src="a'), '', 'an unfinished start tag is held back');
-  t.equal(rw.write('.png">tail '), '<img src="/media/a.png">tail ');
-  t.equal(rw.write('<'), '', 'a < that may open a tag is held back');
-  t.equal(rw.write('b>x'), '<b>x');
-  t.equal(rw.end(), '');
-  t.equal(rw.end(), '', 'end is idempotent');
-  t.throws(() => rw.write('x'), 'write after end throws');
-});
-
-t.test('held-back input stays bounded by the open token', async (t) => {
-  const rw = new HtmlMediaRewriter(P);
-  let out = '';
-  const para = '<p>' + 'x'.repeat(1000) + '</p>';
-  let held = 0;
-  for (let i = 0; i < 200; i++) {
-    const piece = para + '<img src=a.png>';
-    const before = out.length;
-    out += rw.write(piece);
-    held = Math.max(held, (i + 1) * (piece.length + 7) - out.length);
-    t.ok(out.length > before || i === 0, 'each write returns output');
-  }
-  out += rw.end();
-  t.ok(held < 2 * para.length, `held at most ${held} code units`);
-  t.equal(out, (para + '<img src=/media/a.png>').repeat(200));
+  t.equal(rw.rewrite('<p><img src="a.png"></p>'), '<p><img src="/media/a.png"></p>');
+  t.throws(() => rw.rewrite('<img src=b.png>'), /one document per instance/);
+  t.throws(() => rw.editsOf('<img src=b.png>'), /one document per instance/);
 });
 
 t.test('mayNeedRewrite', async (t) => {
@@ -134,35 +98,22 @@ const inertHtml = fc
   .map((a) => a.join(''))
   .filter((s) => !/<(img|image|source|video|audio|track|embed|object|a)[\s/>]/i.test(s));
 const anyHtml = fc.array(fc.constantFrom(...inert, ...media), { maxLength: 30 }).map((a) => a.join(''));
-const cutPoints = fc.array(fc.nat(), { maxLength: 6 });
-
-function cut(s: string, points: number[]): string[] {
-  const at = [...new Set(points.map((p) => p % (s.length + 1)))].sort((a, b) => a - b);
-  const out: string[] = [];
-  let prev = 0;
-  for (const p of at) {
-    out.push(s.slice(prev, p));
-    prev = p;
-  }
-  out.push(s.slice(prev));
-  return out;
-}
 
 t.test('property: HTML without rewritable tags comes back byte-for-byte (D3.5)', async (t) => {
   fc.assert(
-    fc.property(inertHtml, cutPoints, (html, points) => runChunks([html]) === html && runChunks(cut(html, points)) === html),
+    fc.property(inertHtml, (html) => tokenized(html) === html),
     { numRuns: 500 },
   );
   fc.assert(
-    fc.property(fc.string({ unit: 'binary', maxLength: 60 }), (s) => runChunks([s]) === s || mayNeedRewrite(s)),
+    fc.property(fc.string({ unit: 'binary', maxLength: 60 }), (s) => tokenized(s) === s || mayNeedRewrite(s)),
     { numRuns: 500 },
   );
   t.pass();
 });
 
-t.test('property: chunking never changes the output', async (t) => {
+t.test('property: the splice into the JSON text gives what the string rewrite gives', async (t) => {
   fc.assert(
-    fc.property(anyHtml, cutPoints, (html, points) => runChunks(cut(html, points)) === runChunks([html])),
+    fc.property(anyHtml, (html) => JSON.parse(rewriteContentHtmlJson(Buffer.from(JSON.stringify(html)), P).toString('utf8')) === tokenized(html)),
     { numRuns: 1000 },
   );
   t.pass();
@@ -170,11 +121,11 @@ t.test('property: chunking never changes the output', async (t) => {
 
 t.test('property: mayNeedRewrite has no false negatives', async (t) => {
   fc.assert(
-    fc.property(anyHtml, (html) => runChunks([html]) === html || mayNeedRewrite(html)),
+    fc.property(anyHtml, (html) => tokenized(html) === html || mayNeedRewrite(html)),
     { numRuns: 1000 },
   );
   fc.assert(
-    fc.property(anyHtml, (html) => rewriteHtml(html, P) === runChunks([html])),
+    fc.property(anyHtml, (html) => rewriteHtml(html, P) === tokenized(html)),
     { numRuns: 500 },
   );
   t.pass();
@@ -183,8 +134,8 @@ t.test('property: mayNeedRewrite has no false negatives', async (t) => {
 t.test('property: rewriting is idempotent (D3.2)', async (t) => {
   fc.assert(
     fc.property(anyHtml, (html) => {
-      const once = runChunks([html]);
-      return runChunks([once]) === once;
+      const once = tokenized(html);
+      return tokenized(once) === once;
     }),
     { numRuns: 500 },
   );
@@ -201,7 +152,7 @@ t.test('property: every value the rewriter changes resolves inside the prefix, a
   fc.assert(
     fc.property(anyHtml, (html) => {
       const before = parsedAttrs(html).flat();
-      const after = parsedAttrs(runChunks([html])).flat();
+      const after = parsedAttrs(tokenized(html)).flat();
       return before.length === after.length && after.every(([name, v], k) => v === before[k]![1] || urls(name, v).every(inside));
     }),
     { numRuns: 1000 },
@@ -214,10 +165,7 @@ t.test('offsets stay right past parse5 dropping its parsed buffer (64 KiB waterl
   const input = `<p>${big}\r\n</p><img src="a.png" alt="${big}"><!--${big}--><img\r\nsrc=./b.png>😀${big}<a href=f.pdf download>`;
   const expected = `<p>${big}\r\n</p><img src="/media/a.png" alt="${big}"><!--${big}--><img\r\nsrc=/media/b.png>😀${big}<a href=/media/f.pdf download>`;
   t.equal(rewriteHtml(input, P), expected, 'whole');
-  for (const seed of [1, 2, 3]) {
-    t.equal(runChunks(randomChunks(input, seed, 9000)), expected, `random chunks, seed ${seed}`);
-  }
-  t.equal(runChunks(randomChunks(input, 4, 3)), expected, 'tiny chunks');
+  checkPaths(t, input, expected);
 });
 
 // A URL transform other than the prefix, as the import uses: the rewriter must find the same
@@ -246,17 +194,16 @@ const transformCases: [string, UrlRewriteRules, string, string][] = [
 ];
 
 for (const [name, rules, input, expected] of transformCases) {
-  t.test(`transform rules: ${name}`, async (t) => checkChunkings(t, input, expected, rules));
+  t.test(`transform rules: ${name}`, async (t) => checkPaths(t, input, expected, rules));
 }
 
 t.test('rewrittenCount counts changed attribute values', async (t) => {
   const rw = new HtmlMediaRewriter(RESOLVE);
-  const out = rw.write('<img src=a.png srcset="b.png 1x, http://x/c.png 2x"><img src="http://x/d.png"><a href=e.pdf') + rw.end();
+  const out = rw.rewrite('<img src=a.png srcset="b.png 1x, http://x/c.png 2x"><img src="http://x/d.png"><a href=e.pdf');
   t.equal(out, '<img src=/r/a.png srcset="/r/b.png 1x, http://x/c.png 2x"><img src="http://x/d.png"><a href=e.pdf');
   t.equal(rw.rewrittenCount, 2, 'src and srcset; unchanged values and the tag left open at EOF do not count');
   const prefixed = new HtmlMediaRewriter(P);
-  prefixed.write('<video src=v.mp4 poster=/media/p.png>');
-  prefixed.end();
+  prefixed.rewrite('<video src=v.mp4 poster=/media/p.png>');
   t.equal(prefixed.rewrittenCount, 1, 'the prefix path counts too');
 });
 
@@ -284,11 +231,10 @@ function parsedAttrs(html: string): [string, string][][] {
   return out;
 }
 
-t.test('property: transform output parses to the transformed values, whatever the chunking', async (t) => {
+t.test('property: transform output parses to the transformed values', async (t) => {
   fc.assert(
-    fc.property(anyHtml, cutPoints, (html, points) => {
-      const out = runChunks([html], AWKWARD);
-      if (runChunks(cut(html, points), AWKWARD) !== out) return false;
+    fc.property(anyHtml, (html) => {
+      const out = tokenized(html, AWKWARD);
       const before = parsedAttrs(html);
       const after = parsedAttrs(out);
       if (before.length !== after.length) return false;
