@@ -44,10 +44,6 @@ export class ApiError extends Error {
     super(message);
     this.statusCode = ERRORS[code].status;
   }
-
-  toEnvelope(): ErrorEnvelope {
-    return { success: false, code: this.code, message: this.message };
-  }
 }
 
 /** Builds the section 7 envelope for a code, with the table's message unless one is given. */

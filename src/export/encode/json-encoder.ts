@@ -6,22 +6,6 @@
  * or, for document columns, by PostgreSQL's `to_json` (query.ts).
  */
 
-/** JSON text of a string, or `null`. */
-export function jsonString(s: string | null): string {
-  return s === null ? 'null' : JSON.stringify(s);
-}
-
-/** JSON text of an array of strings, or `null`. */
-export function jsonStringArray(a: readonly string[] | null): string {
-  if (a === null) return 'null';
-  let out = '[';
-  for (let i = 0; i < a.length; i++) {
-    if (i > 0) out += ',';
-    out += JSON.stringify(a[i]);
-  }
-  return out + ']';
-}
-
 /** Buffers JSON text and hands it out in chunks of bytes. */
 export class JsonChunker {
   private parts: Buffer[] = [];
@@ -41,11 +25,6 @@ export class JsonChunker {
   /** Whether a chunk's worth of bytes is waiting. */
   get full(): boolean {
     return this.bytes >= this.chunkSize;
-  }
-
-  /** Bytes waiting. */
-  get size(): number {
-    return this.bytes;
   }
 
   /**
@@ -78,11 +57,4 @@ export class JsonChunker {
     return out;
   }
 
-  /** Takes everything waiting, as one Buffer (empty when nothing is). */
-  take(): Buffer {
-    const out = this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts, this.bytes);
-    this.parts = [];
-    this.bytes = 0;
-    return out;
-  }
 }

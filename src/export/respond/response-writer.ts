@@ -127,11 +127,6 @@ export class ResponseWriter {
     return this.handed;
   }
 
-  /** Whether the client went away or was dropped. */
-  get closed(): boolean {
-    return this.reasonGone !== null;
-  }
-
   /** Why the client was dropped; null while it is not. */
   get reason(): GoneReason | null {
     return this.reasonGone;

@@ -80,38 +80,6 @@ export type DocumentRow = [
   contentHtml: Buffer | null,
 ];
 
-/** A document's stored values in DOC order, timestamps as ISO 8601 strings (tests and benchmarks). */
-export type DocumentValues = [
-  id: string,
-  slug: string,
-  name: string,
-  type: string,
-  parentId: string | null,
-  orderKey: string,
-  description: string | null,
-  emojiInfo: string | null,
-  coverUrl: string | null,
-  coverPosition: string | null,
-  tags: string[] | null,
-  themeId: string | null,
-  backgroundThemeId: string | null,
-  bodyFontSize: string | null,
-  createdAt: string,
-  updatedAt: string,
-  contentStr: string | null,
-  contentHtml: string | null,
-];
-
-/**
- * The row the cursor returns for these stored values, with JSON.stringify standing in for
- * PostgreSQL's `to_json` (both escape `"`, `\` and control characters and leave other characters
- * as they are). For tests and benchmarks that encode rows without a database.
- */
-export function rowFromValues(v: DocumentValues): DocumentRow {
-  const json = (x: unknown) => (x === null ? null : Buffer.from(JSON.stringify(x)));
-  return v.map((x, i) => (i === DOC.coverUrl ? (x === null ? null : Buffer.from(x as string)) : json(x))) as DocumentRow;
-}
-
 export interface DocumentQueryOptions {
   /** decisions.md D4.3: drop only nodes whose type is `category`. */
   excludeCategories: boolean;

@@ -10,7 +10,8 @@ import fc from 'fast-check';
 import { encodeDocument, jsonHtmlMayNeedRewrite } from '../../../src/export/encode/document-encoder.js';
 import { mayNeedRewrite, rewriteHtml } from '../../../src/export/rewrite/html-rewriter.js';
 import { JsonChunker } from '../../../src/export/encode/json-encoder.js';
-import { DOC, documentQuery, rowFromValues, type DocumentRow, type DocumentValues } from '../../../src/export/snapshot/query.js';
+import { DOC, documentQuery, type DocumentRow } from '../../../src/export/snapshot/query.js';
+import { rowFromValues, type DocumentValues } from '../../../bench/lib/rows.js';
 import { createTestDatabase } from '../../helpers/db.js';
 
 const PREFIX = '/media/';
@@ -158,7 +159,7 @@ const CONTENT_HTML_KEY = Buffer.from(',"contentHtml":');
 function contentHtmlBytes(row: DocumentRow): Buffer {
   const c = new JsonChunker();
   encodeDocument(row, PREFIX, c);
-  const out = c.take();
+  const out = Buffer.concat(c.takeChunks());
   const at = out.lastIndexOf(CONTENT_HTML_KEY);
   if (at === -1 || out[out.length - 1] !== 0x7d) throw new Error('no contentHtml field at the end');
   return out.subarray(at + CONTENT_HTML_KEY.length, out.length - 1);
@@ -285,7 +286,7 @@ t.test('rowFromValues gives the bytes PostgreSQL returns for the cursor query', 
         const theirs = new JsonChunker();
         encodeDocument(row, PREFIX, ours);
         encodeDocument(want, PREFIX, theirs);
-        if (!ours.take().equals(theirs.take())) return false;
+        if (!Buffer.concat(ours.takeChunks()).equals(Buffer.concat(theirs.takeChunks()))) return false;
         compared++;
       }
       return true;

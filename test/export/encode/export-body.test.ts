@@ -9,7 +9,8 @@ import t from 'tap';
 import { request } from 'undici';
 import { ExportBody } from '../../../src/export/encode/export-body.js';
 import { JsonChunker } from '../../../src/export/encode/json-encoder.js';
-import { rowFromValues, type BookRow, type DocumentValues } from '../../../src/export/snapshot/query.js';
+import { type BookRow } from '../../../src/export/snapshot/query.js';
+import { rowFromValues, type DocumentValues } from '../../../bench/lib/rows.js';
 import { ResponseWriter } from '../../../src/export/respond/response-writer.js';
 
 const BOOK: BookRow = {

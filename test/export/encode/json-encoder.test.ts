@@ -6,16 +6,17 @@
  *
  * JsonChunker collects UTF-8 bytes. Document rows are built from stored values with rowFromValues
  * (JSON.stringify standing in for PostgreSQL's to_json); stored values are first made what
- * PostgreSQL text can hold (valid UTF-8, so no lone surrogate), while jsonString and JsonChunker are
- * tested on arbitrary strings. document-encoder.test.ts checks rowFromValues against PostgreSQL.
+ * PostgreSQL text can hold (valid UTF-8, so no lone surrogate), while JsonChunker is tested on
+ * arbitrary strings. document-encoder.test.ts checks rowFromValues against PostgreSQL.
  */
 import t from 'tap';
 import fc from 'fast-check';
-import { JsonChunker, jsonString, jsonStringArray } from '../../../src/export/encode/json-encoder.js';
+import { JsonChunker } from '../../../src/export/encode/json-encoder.js';
 import { encodeClosing, encodeDocument, encodeOpening } from '../../../src/export/encode/document-encoder.js';
 import { rewriteHtml } from '../../../src/export/rewrite/html-rewriter.js';
 import { rewriteMediaUrl } from '../../../src/export/rewrite/media-url.js';
-import { DOC, rowFromValues, type BookRow, type DocumentRow, type DocumentValues } from '../../../src/export/snapshot/query.js';
+import { DOC, type BookRow, type DocumentRow } from '../../../src/export/snapshot/query.js';
+import { rowFromValues, type DocumentValues } from '../../../bench/lib/rows.js';
 
 const PREFIX = '/media/';
 
@@ -63,99 +64,62 @@ const nastyChar = fc.oneof(
 const nastyString = fc.string({ unit: nastyChar });
 const anyString = fc.oneof(fc.string(), fc.string({ unit: 'binary' }), codeUnitString, nastyString);
 
-t.test('jsonString: fixed adversarial strings round-trip and match JSON.stringify', async (t) => {
-  for (const s of ADVERSARIAL) {
-    const enc = jsonString(s);
-    t.equal(JSON.parse(enc), s, `round-trip ${label(s)}`);
-    t.equal(enc, JSON.stringify(s), `same text as JSON.stringify for ${label(s)}`);
+/** Everything a chunker holds, as one Buffer. */
+const drain = (c: JsonChunker): Buffer => Buffer.concat(c.takeChunks());
+
+t.test('JsonChunker: adversarial strings pushed as JSON text, in chunks of every small size, parse back', async (t) => {
+  for (const size of [1, 2, 3, 7, 64]) {
+    for (const s of ADVERSARIAL) {
+      const c = new JsonChunker(size);
+      const parts: Buffer[] = [];
+      for (const piece of ['[', JSON.stringify(s), ',', JSON.stringify(s), ']']) {
+        c.push(piece);
+        if (c.full) parts.push(drain(c));
+      }
+      parts.push(drain(c));
+      const back = JSON.parse(Buffer.concat(parts).toString('utf8')) as string[];
+      // A lone surrogate has no UTF-8 form: JSON.stringify escapes it, so the text stays ASCII.
+      if (back[0] !== s || back[1] !== s) t.fail(`chunk size ${size}: ${label(s)}`);
+    }
   }
-  t.equal(jsonString(null), 'null');
-  t.equal(JSON.parse(jsonString(null)), null);
+  t.pass('every string came back');
 });
 
-t.test('jsonString escapes what JSON requires and leaves no raw control character or lone surrogate', async (t) => {
-  for (const c of CONTROLS) {
-    const enc = jsonString(c);
-    t.notOk(/[\u0000-\u001f]/.test(enc), `U+${c.charCodeAt(0).toString(16).padStart(4, '0')} is escaped`);
-  }
-  // Lone surrogates must be written as \uXXXX escapes, so the output is valid UTF-8 once encoded.
-  t.equal(jsonString('\ud800'), '"\\ud800"');
-  t.equal(jsonString('\udfff'), '"\\udfff"');
-  t.equal(jsonString('\ud83d\ude80'), '"\ud83d\ude80"', 'a paired surrogate stays literal');
-  t.equal(Buffer.from(jsonString('a\ud800b'), 'utf8').toString('utf8'), jsonString('a\ud800b'), 'UTF-8 round-trip is lossless');
-  t.equal(jsonString('"'), '"\\""');
-  t.equal(jsonString('\\'), '"\\\\"');
-  // </script> needs no escaping in JSON: it must come back unchanged.
-  t.equal(JSON.parse(jsonString('</script>')), '</script>');
-});
-
-t.test('property: JSON.parse(jsonString(s)) === s for arbitrary strings', async (t) => {
-  fc.assert(
-    fc.property(anyString, (s) => {
-      const enc = jsonString(s);
-      return JSON.parse(enc) === s && enc === JSON.stringify(s) && Buffer.from(enc, 'utf8').toString('utf8') === enc;
-    }),
-    { numRuns: 2000 },
-  );
-  t.pass('2000 runs');
-});
-
-t.test('jsonStringArray: fixed cases', async (t) => {
-  t.equal(jsonStringArray(null), 'null');
-  t.equal(jsonStringArray([]), '[]');
-  t.same(JSON.parse(jsonStringArray(ADVERSARIAL)), ADVERSARIAL);
-  t.equal(jsonStringArray(ADVERSARIAL), JSON.stringify(ADVERSARIAL));
-  t.same(JSON.parse(jsonStringArray(['a,b', '"],["', ''])), ['a,b', '"],["', '']);
-});
-
-t.test('property: jsonStringArray round-trips arbitrary arrays of strings', async (t) => {
-  fc.assert(
-    fc.property(fc.array(anyString, { maxLength: 8 }), (a) => {
-      const enc = jsonStringArray(a);
-      const back = JSON.parse(enc) as unknown;
-      return enc === JSON.stringify(a) && Array.isArray(back) && back.length === a.length && back.every((x, i) => x === a[i]);
-    }),
-    { numRuns: 1000 },
-  );
-  t.pass('1000 runs');
-});
-
-t.test('JsonChunker: fixed behaviour of full, size and take (bytes)', async (t) => {
+t.test('JsonChunker: fixed behaviour of full and takeChunks (bytes)', async (t) => {
   const c = new JsonChunker(4);
   t.equal(c.chunkSize, 4);
-  t.ok(Buffer.isBuffer(c.take()), 'take gives a Buffer');
-  t.equal(c.take().length, 0, 'take on empty gives an empty Buffer');
+  t.same(c.takeChunks(), [], 'nothing to take from an empty chunker');
   t.notOk(c.full);
   c.push('ab');
-  t.equal(c.size, 2);
   t.notOk(c.full, '2 < 4');
   c.push(Buffer.from('c'));
   t.notOk(c.full, '3 < 4');
   c.push('');
   c.push(Buffer.alloc(0));
-  t.equal(c.size, 3, 'empty pushes add nothing');
   c.push('d');
-  t.ok(c.full, 'full at exactly chunkSize');
+  t.ok(c.full, 'full at exactly chunkSize: empty pushes added nothing');
   c.push('efg');
   t.ok(c.full, 'still full beyond chunkSize');
-  t.equal(c.take().toString('utf8'), 'abcdefg');
-  t.equal(c.size, 0);
-  t.notOk(c.full, 'not full after take');
-  t.equal(c.take().length, 0);
+  t.equal(drain(c).toString('utf8'), 'abcdefg');
+  t.notOk(c.full, 'not full after takeChunks');
+  t.equal(drain(c).length, 0);
   t.equal(new JsonChunker().chunkSize, 64 * 1024, 'default chunk size');
   // Size is counted in UTF-8 bytes.
   const d = new JsonChunker(4);
   d.push('😀');
-  t.equal(d.size, 4, 'one astral character is four bytes');
-  t.ok(d.full);
+  t.ok(d.full, 'one astral character is four bytes');
   const e = new JsonChunker(5);
-  e.push('é日');
-  t.equal(e.size, 5, 'é is two bytes, 日 three');
-  t.ok(e.full);
-  t.strictSame(e.take(), Buffer.from('é日'), 'strings are taken as UTF-8');
+  e.push('é');
+  t.notOk(e.full, 'é is two bytes');
+  e.push('日');
+  t.ok(e.full, '日 three');
+  t.strictSame(drain(e), Buffer.from('é日'), 'strings are taken as UTF-8');
   const f = new JsonChunker(100);
   f.push(Buffer.from('x'));
-  t.equal(f.take().toString(), 'x', 'a single pushed Buffer comes back as is');
+  const pushed = Buffer.from('y');
+  f.takeChunks();
+  f.push(pushed);
+  t.equal(f.takeChunks()[0], pushed, 'a single pushed Buffer comes back as is');
 });
 
 /** Pushes: strings (lone surrogates included) or Buffers. */
@@ -180,23 +144,22 @@ t.test('property: JsonChunker pushes and takes at arbitrary points concatenate t
           pushed.push(b);
           pending += b.length;
         } else {
-          const out = c.take();
-          if (!Buffer.isBuffer(out) || out.length !== pending) return false;
+          const out = drain(c);
+          if (out.length !== pending) return false;
           taken.push(out);
           pending = 0;
         }
-        if (c.size !== pending) return false;
         if (c.full !== pending >= chunkSize) return false;
       }
-      taken.push(c.take());
-      return Buffer.concat(taken).equals(Buffer.concat(pushed)) && c.size === 0 && !c.full;
+      taken.push(drain(c));
+      return Buffer.concat(taken).equals(Buffer.concat(pushed)) && !c.full;
     }),
     { numRuns: 1000 },
   );
   t.pass('1000 runs');
 });
 
-t.test('property: jsonString text pushed through JsonChunker parses back to the string, lone surrogates included', async (t) => {
+t.test('property: JSON.stringify text pushed through JsonChunker parses back to the string, lone surrogates included', async (t) => {
   fc.assert(
     fc.property(fc.array(anyString, { maxLength: 6 }), fc.integer({ min: 1, max: 32 }), (a, size) => {
       const c = new JsonChunker(size);
@@ -204,11 +167,11 @@ t.test('property: jsonString text pushed through JsonChunker parses back to the 
       c.push('[');
       a.forEach((s, i) => {
         if (i > 0) c.push(',');
-        c.push(jsonString(s));
-        if (c.full) parts.push(c.take());
+        c.push(JSON.stringify(s));
+        if (c.full) parts.push(drain(c));
       });
       c.push(']');
-      parts.push(c.take());
+      parts.push(drain(c));
       const back = JSON.parse(Buffer.concat(parts).toString('utf8')) as string[];
       return back.length === a.length && back.every((x, i) => x === a[i]);
     }),
@@ -291,7 +254,7 @@ function encodeAll(book: BookRow, rows: DocumentRow[]): Buffer {
     encodeDocument(r, PREFIX, c);
   });
   c.push(encodeClosing(rows.length));
-  return c.take();
+  return drain(c);
 }
 
 const parseBody = (b: Buffer) => JSON.parse(b.toString('utf8')) as Record<string, unknown>;
@@ -452,14 +415,14 @@ t.test('property: the encoded body split into arbitrary chunks through JsonChunk
         if (i > 0) c.push(COMMA);
         encodeDocument(r, PREFIX, c);
         if (c.full) {
-          const chunk = c.take();
+          const chunk = drain(c);
           // A chunk taken when full holds at least chunkSize bytes.
           if (chunk.length < size) short = true;
           parts.push(chunk);
         }
       });
       c.push(encodeClosing(rows.length));
-      parts.push(c.take());
+      parts.push(drain(c));
       return !short && Buffer.concat(parts).equals(encodeAll(book, rows));
     }),
     { numRuns: 300 },

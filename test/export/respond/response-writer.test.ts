@@ -53,7 +53,7 @@ t.test('a reader at 256 KB/s is kept over several windows while the server waits
   client.readEvery(26 * KB, 100);
   await sleep(8000);
   t.equal(writer.reason, null, 'not dropped after ~8 s');
-  t.notOk(writer.closed);
+  t.notOk(writer.reason !== null);
   t.ok(client.received > 1.5 * MB && client.received < 3 * MB, `read at ~256 KB/s: ${client.received} bytes in 8 s`);
   t.ok(writer.bytes < total, `the server was still waiting on the client (${writer.bytes} of ${total} bytes handed over)`);
   t.comment(`longest gap between 'drain' events: ${Math.max(longestDrainGap, Date.now() - lastDrain)} ms`);
@@ -73,7 +73,7 @@ t.test('a reader taking 64 KB every 4 s against a 64 KB/s floor is dropped withi
   const ms = Date.now() - x.started;
   t.ok(reason === 'too-slow' || reason === 'stalled', `dropped as ${reason}`);
   t.ok(ms >= 3000 && ms < 10_000, `dropped after ${ms} ms, within a few 3 s windows`);
-  t.ok(writer.closed);
+  t.ok(writer.reason !== null);
   const res = await client.readRest();
   t.equal(res.status, 200);
   t.notOk(res.complete, 'no terminating chunk: the body is visibly aborted');
@@ -151,7 +151,7 @@ t.test('a client that closed before the writer was made: check() throws at once,
   await once(x.res, 'close');
   await sleep(50);
   const writer = new ResponseWriter(x.res, options({ maxDurationMs: 60_000 }));
-  t.ok(writer.closed, 'gone from the start');
+  t.not(writer.reason, null, 'gone from the start');
   t.throws(() => writer.check(), { name: 'ClientGoneError', reason: 'gone' });
   const start = Date.now();
   await t.rejects(writer.write(Buffer.alloc(CHUNK)), { name: 'ClientGoneError', reason: 'gone' }, 'write() fails at once');
@@ -250,7 +250,7 @@ t.test('options out of range are refused', async (t) => {
   t.throws(() => new ResponseWriter(x.res, options({ maxDurationMs: Number.NaN })), RangeError);
   t.throws(() => new ResponseWriter(x.res, options({ maxDurationMs: 2 ** 31 })), RangeError, 'a deadline setTimeout cannot hold');
   const writer = new ResponseWriter(x.res, options({ maxDurationMs: 2 ** 31 - 1 }));
-  t.notOk(writer.closed, 'the longest deadline setTimeout can hold is taken');
+  t.equal(writer.reason, null, 'the longest deadline setTimeout can hold is taken');
   writer.close();
   client.socket.destroy();
 });
