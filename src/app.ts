@@ -13,7 +13,8 @@ import { ExportAdmission } from './export/admission.js';
 import { ExportCache } from './export/export-cache.js';
 import { RewritePool } from './export/rewrite/rewrite-pool.js';
 import { frameworkErrors, installErrorHandling, notServed } from './http/error-handling.js';
-import { EXPORT_PATH, registerExportRoute } from './http/export-route.js';
+import { registerExportRoute } from './http/export-route.js';
+import { EXPORT_PATH } from './http/routes.js';
 import { OutageLog } from './http/outage-log.js';
 import { installPreRouting, methodsExcept, preRoutingOptions } from './http/pre-routing.js';
 

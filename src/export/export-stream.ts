@@ -19,7 +19,7 @@ import { ApiError } from '../errors.js';
 import { DocumentCursor } from './snapshot/document-cursor.js';
 import { ExportBody } from './encode/export-body.js';
 import { OFFLOAD_BYTES, rewriteBatchHtml, type BatchHtml } from './rewrite/html-stage.js';
-import { BOOK_QUERY, type BookRow, type DocumentQueryOptions, type DocumentRow } from './snapshot/query.js';
+import { findBook, type BookRow, type DocumentQueryOptions, type DocumentRow } from './snapshot/query.js';
 import { ClientGoneError, ResponseWriter, type GoneReason } from './respond/response-writer.js';
 import type { RewritePool } from './rewrite/rewrite-pool.js';
 import { inSnapshot, type SnapshotTimeouts } from './snapshot/snapshot.js';
@@ -146,11 +146,11 @@ export async function streamExport(sql: Sql, req: ExportRequest, res: ServerResp
   try {
     writer.check();
     await inSnapshot(sql, timeouts, async (snap) => {
-      // A NUL byte can never be in a stored slug, and PostgreSQL rejects it in text parameters.
-      const books = req.bookSlug.includes('\0')
-        ? []
-        : await snap.query<BookRow[]>(BOOK_QUERY, [req.userId, req.bookSlug], { timeoutMs: timeouts.startMs });
-      const book = books[0];
+      const book = await findBook(
+        (text, params) => snap.query<BookRow[]>(text, params, { timeoutMs: timeouts.startMs }),
+        req.userId,
+        req.bookSlug,
+      );
       if (!book) throw new ApiError('BOOK_NOT_FOUND');
       version = book.export_version;
       const cursor = await DocumentCursor.open(snap, req, book.id, {

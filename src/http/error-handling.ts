@@ -8,11 +8,7 @@ import { DependencyError } from '../db/dependency.js';
 import { RETRY_AFTER_S } from '../export/admission.js';
 import { ApiError, envelope, type ErrorCode } from '../errors.js';
 import type { OutageLog } from './outage-log.js';
-
-/** Paths served, with the methods they allow: anything else on them is 405 (decisions.md D7.3). */
-export const ROUTES: ReadonlyArray<{ pattern: RegExp; allow: string }> = [
-  { pattern: /^\/api\/v1\/open\/books\/[^/]+\/docs$/, allow: 'GET, HEAD' },
-];
+import { ROUTES } from './routes.js';
 
 function send(reply: FastifyReply, code: ErrorCode, message?: string, retryAfterS?: number): FastifyReply {
   const body = envelope(code, message);

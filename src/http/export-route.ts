@@ -14,7 +14,8 @@ import { ApiError } from '../errors.js';
 import type { ExportAdmission } from '../export/admission.js';
 import type { ExportCache, ExportCacheKey } from '../export/export-cache.js';
 import { EXPORT_HEADERS, streamExport } from '../export/export-stream.js';
-import { BOOK_QUERY, type BookRow } from '../export/snapshot/query.js';
+import { findBook, type BookRow } from '../export/snapshot/query.js';
+import { EXPORT_PATH } from './routes.js';
 import { ClientGoneError } from '../export/respond/response-writer.js';
 import type { RewritePool } from '../export/rewrite/rewrite-pool.js';
 import { watchClient } from './client-gone.js';
@@ -23,7 +24,6 @@ import { booleanParam } from './params.js';
 import { refuseBody } from './pre-routing.js';
 
 /** The export's route, as Fastify writes it. */
-export const EXPORT_PATH = '/api/v1/open/books/:bookSlug/docs';
 
 export interface ExportRouteDeps {
   config: Config;
@@ -69,10 +69,9 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
    * Answered from the lookup pool, so a 404 never waits behind running exports.
    */
   async function requireBook(userId: string, slug: string): Promise<BookRow> {
-    // A NUL byte can never be in a stored slug, and PostgreSQL rejects it in text parameters.
-    const books = slug.includes('\0') ? [] : await lookup(() => sql.unsafe<BookRow[]>(BOOK_QUERY, [userId, slug]), 'book lookup');
-    if (books.length === 0) throw new ApiError('BOOK_NOT_FOUND');
-    return books[0]!;
+    const book = await lookup(() => findBook((text, params) => sql.unsafe<BookRow[]>(text, params), userId, slug), 'book lookup');
+    if (book === undefined) throw new ApiError('BOOK_NOT_FOUND');
+    return book;
   }
 
   /** Checks of export-api.md 4.1 in the order of decisions.md D5.5; returns the cache key. */

@@ -14,6 +14,20 @@ export const BOOK_QUERY = `
   WHERE owner_id = $1 AND slug = $2`;
 
 /** A book row as BOOK_QUERY returns it. */
+/**
+ * The knowledge base `slug` of `userId` (export-api.md 4.1 rule 6), read through `run` (the lookup
+ * pool or an export's snapshot); undefined when there is none. A NUL byte can never be in a stored
+ * slug, and PostgreSQL rejects it in text parameters, so such a slug is not looked up.
+ */
+export async function findBook(
+  run: (text: string, params: string[]) => Promise<BookRow[]>,
+  userId: string,
+  slug: string,
+): Promise<BookRow | undefined> {
+  if (slug.includes('\0')) return undefined;
+  return (await run(BOOK_QUERY, [userId, slug]))[0];
+}
+
 export interface BookRow {
   id: string;
   slug: string;
