@@ -8,6 +8,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import { packRequest, unpackReply, type RewriteReady, type RewriteReply } from './rewrite-batch.js';
+import { RewriteWorkerError, type Job, type Member, type RewritePoolLog, type RewritePoolOptions } from './rewrite-jobs.js';
 
 // Under the TypeScript loader of the tests this module is rewrite-pool.ts, and so is its worker.
 const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './rewrite-worker.ts' : './rewrite-worker.js', import.meta.url);
@@ -19,52 +20,6 @@ const RESPAWN_MAX_MS = 30_000;
 const MAX_RESENDS = 2;
 /** A worker that has not said it is ready by then failed to start (a module that hangs at load). */
 const START_TIMEOUT_MS = 60_000;
-
-/** Where deaths and restarts are reported; pino's shape, so a Fastify app passes `app.log`. */
-export interface RewritePoolLog {
-  warn(obj: object, msg: string): void;
-  error(obj: object, msg: string): void;
-}
-
-export interface RewritePoolOptions {
-  /** Replaces rewrite-worker.ts (tests use failing ones); it must send RewriteReady once loaded. */
-  workerUrl?: URL;
-  /** Longest a worker may spend on one batch, from when the batch reaches the head of its queue (not the worker's start-up); ms, default 30 000. */
-  jobTimeoutMs?: number;
-  /** Batches that may wait while every worker is being replaced; more are rejected. Default 64. */
-  maxQueued?: number;
-  log?: RewritePoolLog;
-}
-
-/** Raised for a batch that could not be rewritten; the export that sent it fails (decisions.md D6.2, D6.3). */
-export class RewriteWorkerError extends Error {
-  override name = 'RewriteWorkerError';
-}
-
-interface Job {
-  readonly id: number;
-  readonly texts: readonly Buffer[];
-  readonly prefix: string;
-  readonly resolve: (out: Buffer[]) => void;
-  readonly reject: (err: Error) => void;
-  resends: number;
-}
-
-/** One worker thread and the batches sent to it, in the order it handles them. */
-interface Member {
-  readonly index: number;
-  readonly worker: Worker;
-  /** It sent RewriteReady (or answered a batch): its module loaded. */
-  ready: boolean;
-  /** Takes no more batches: it threw, or is being stopped. */
-  stopping: boolean;
-  /** Its death was dealt with; anything it still sends is ignored. */
-  gone: boolean;
-  error: Error | null;
-  readonly jobs: Job[];
-  /** Until ready, the start timeout; then the timeout of the batch at the head of `jobs`. */
-  timer: NodeJS.Timeout | null;
-}
 
 /**
  * A fixed number of rewrite workers, each replaced when it dies (decisions.md D8.6).

@@ -10,7 +10,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import * as workerThreads from 'node:worker_threads';
 import t from 'tap';
 import { rewriteContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
-import { RewritePool, type RewritePoolOptions } from '../../../src/export/rewrite/rewrite-pool.js';
+import { RewritePool } from '../../../src/export/rewrite/rewrite-pool.js';
+import type { RewritePoolOptions } from '../../../src/export/rewrite/rewrite-jobs.js';
 
 const PREFIX = '/media/';
 const json = (html: string) => Buffer.from(JSON.stringify(html));

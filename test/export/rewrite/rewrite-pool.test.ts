@@ -6,7 +6,8 @@
  */
 import t from 'tap';
 import { contentHtmlNeedsRewrite, rewriteContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
-import { RewritePool, RewriteWorkerError } from '../../../src/export/rewrite/rewrite-pool.js';
+import { RewritePool } from '../../../src/export/rewrite/rewrite-pool.js';
+import { RewriteWorkerError } from '../../../src/export/rewrite/rewrite-jobs.js';
 
 const PREFIX = '/media/';
 const json = (html: string) => Buffer.from(JSON.stringify(html));
