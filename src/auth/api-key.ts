@@ -4,7 +4,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Sql } from '../db/connect.js';
 
-export const KEY_PREFIX = 'kbx_';
+const KEY_PREFIX = 'kbx_';
 
 /** A new random key: `kbx_` + 32 random bytes in base64url (decisions.md D5.1). */
 export function generateApiKey(): string {

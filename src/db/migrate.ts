@@ -49,7 +49,7 @@ export async function migrate(sql: Sql, dir: string = migrationsDir()): Promise<
 }
 
 /** The migrations in `dir` not yet recorded in `schema_migrations` (all of them on an empty database). */
-export async function pendingMigrations(sql: Sql, dir: string = migrationsDir()): Promise<string[]> {
+async function pendingMigrations(sql: Sql, dir: string = migrationsDir()): Promise<string[]> {
   const files = await migrationFiles(dir);
   const [table] = await sql<{ t: string | null }[]>`SELECT to_regclass('schema_migrations')::text AS t`;
   if (!table?.t) return files;

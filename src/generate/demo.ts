@@ -7,9 +7,9 @@ import type { Sql } from '../db/connect.js';
 import { SeedWriter } from '../load/seed-writer.js';
 import { generateDocuments } from './generator.js';
 
-export const DEMO_USER = 'demo';
-export const DEMO_BOOK = 'demo';
-export const DEMO_DOCUMENTS = 3000;
+const DEMO_USER = 'demo';
+const DEMO_BOOK = 'demo';
+const DEMO_DOCUMENTS = 3000;
 
 export interface DemoInfo {
   slug: string;

@@ -51,7 +51,7 @@ export function exportedDocument(d: SeedDocument, mediaPrefix: string | null = D
 }
 
 /** The book object of the export for a stored book (export-api.md 2.1; coverImage as stored, D3.6). */
-export function exportedBook(b: SeedBookHeader): Record<string, unknown> {
+function exportedBook(b: SeedBookHeader): Record<string, unknown> {
   return {
     id: b.id,
     slug: b.slug,
@@ -80,7 +80,7 @@ function jsonStringBytes(s: string): number {
 }
 
 /** UTF-8 bytes of exportedDocument(d, mediaPrefix) as JSON. */
-export function exportedDocumentBytes(d: SeedDocument, mediaPrefix: string | null = DEFAULT_MEDIA_PREFIX): number {
+function exportedDocumentBytes(d: SeedDocument, mediaPrefix: string | null = DEFAULT_MEDIA_PREFIX): number {
   const doc = exportedDocument(d, mediaPrefix);
   const str = doc.contentStr as string | null;
   const html = doc.contentHtml as string | null;

@@ -25,7 +25,7 @@ type Tx = postgres.TransactionSql<Record<string, never>>;
 type PendingQuery = { writable(): Promise<Writable>; reject?: (err: unknown) => void };
 
 /** Columns written by COPY, in the order of SeedWriter's INSERT (src/load/seed-writer.ts). */
-export const COPY_COLUMNS = [
+const COPY_COLUMNS = [
   'id', 'book_id', 'slug', 'name', 'type', 'parent_id', 'order_key', 'status', 'description', 'emoji_info',
   'cover_url', 'cover_position', 'tags', 'theme_id', 'background_theme_id', 'body_font_size', 'created_at',
   'updated_at', 'content_str', 'content_html', 'content_yjs', 'content_json',

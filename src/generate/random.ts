@@ -17,19 +17,6 @@ export function prng(seed: number): () => number {
 export const B62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
 /**
- * Fixed-width base-62 key for the n-th sibling, so byte-wise order is numeric order (decisions.md
- * D1.1). For hand-made fixtures; generated documents use fractionalKey.
- */
-export function orderKeyFor(n: number, width = 5): string {
-  let s = '';
-  for (let i = 0; i < width; i++) {
-    s = B62[n % 62] + s;
-    n = Math.floor(n / 62);
-  }
-  return 'a' + s;
-}
-
-/**
  * The integer part of a fractional-indexing key (the scheme of rocicorp/fractional-indexing) for
  * the n-th key appended at the end of a list: `a0`…`az`, then `b00`…`bzz`, then `c000`…; the head
  * letter gives the number of digits, so byte-wise order is numeric order.

@@ -33,7 +33,7 @@ export function documentsForSize(size: string): number {
 export const LARGE_MIN_EXPORT_BYTES = 2e9;
 
 /** Bumped when the generator's output changes on purpose; part of generatorMarker. */
-export const GENERATOR_VERSION = 2;
+const GENERATOR_VERSION = 2;
 
 export interface GeneratedBookOptions {
   bookId: string;

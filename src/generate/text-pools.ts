@@ -95,7 +95,7 @@ export interface Sentence {
   rich: string;
 }
 
-export function pick<T>(rnd: () => number, a: readonly T[]): T {
+function pick<T>(rnd: () => number, a: readonly T[]): T {
   return a[Math.floor(rnd() * a.length)]!;
 }
 

@@ -11,14 +11,14 @@ import type { FastifyBaseLogger } from 'fastify';
 import { envelope, ERRORS, type ErrorCode } from '../errors.js';
 
 /** The code a parser error is answered with. */
-export function clientErrorCode(err: { code?: string }): ErrorCode {
+function clientErrorCode(err: { code?: string }): ErrorCode {
   if (err.code === 'HPE_HEADER_OVERFLOW') return 'HEADERS_TOO_LARGE';
   if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return 'REQUEST_TIMEOUT';
   return 'BAD_REQUEST';
 }
 
 /** The whole HTTP/1.1 response for `code`: envelope body, JSON content type, Connection: close. */
-export function rawErrorResponse(code: ErrorCode): string {
+function rawErrorResponse(code: ErrorCode): string {
   const status = ERRORS[code].status;
   const body = JSON.stringify(envelope(code));
   return (

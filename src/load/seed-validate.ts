@@ -15,7 +15,7 @@ function isObj(v: unknown): v is Obj {
 }
 
 /** Checks the value is a JSON object; throws SeedError naming `where`. */
-export function expectObject(v: unknown, where: string): Obj {
+function expectObject(v: unknown, where: string): Obj {
   if (!isObj(v)) throw new SeedError(`${where}: must be an object`);
   return v;
 }
@@ -48,7 +48,7 @@ function optionalTimestamp(o: Obj, field: string, where: string): string | null 
 }
 
 /** Names a record for messages: `books[0].documents[3] (id "d-4")`. */
-export function recordName(path: string, o: unknown): string {
+function recordName(path: string, o: unknown): string {
   const id = isObj(o) && typeof o.id === 'string' ? ` (id "${o.id}")` : '';
   return path + id;
 }

@@ -7,7 +7,7 @@
 const iso = (col: string) => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
 /** Book columns in the order of export-api.md table 2.1, then the export version; `$1` owner id, `$2` slug. */
-export const BOOK_QUERY = `
+const BOOK_QUERY = `
   SELECT id, slug, name, description, cover_image, ${iso('created_at')} AS created_at, ${iso('updated_at')} AS updated_at,
          export_version::text AS export_version
   FROM books
