@@ -51,8 +51,11 @@ export interface ExportSettings {
   rewritePool?: RewritePool;
   /** Bytes of flagged contentHtml a batch must hold before it goes to the rewrite pool. */
   offloadBytes?: number;
-  /** Called just before the status line is written (the caller takes over the response). */
-  onHeaders?: () => void;
+  /**
+   * Called just before the status line is written, with the book's export version in the snapshot
+   * (the caller takes over the response and may set headers, e.g. the ETag of decisions.md D9.1).
+   */
+  onHeaders?: (version: string) => void;
 }
 
 export interface ExportResult {
@@ -166,7 +169,7 @@ export async function streamExport(sql: Sql, req: ExportRequest, res: ServerResp
       const first = (await cursor.next()) ?? [];
       const firstHtml = await rewrite(first);
       writer.check();
-      settings.onHeaders?.();
+      settings.onHeaders?.(version);
       res.writeHead(200, EXPORT_HEADERS);
       started = true;
       body.open(book);

@@ -16,6 +16,7 @@ import type { ExportCache, ExportCacheKey } from '../export/export-cache.js';
 import { EXPORT_HEADERS, streamExport } from '../export/export-stream.js';
 import { findBook, type BookRow } from '../export/snapshot/query.js';
 import { EXPORT_PATH } from './routes.js';
+import { exportEtag, ifNoneMatchHits } from './etag.js';
 import { ClientGoneError } from '../export/respond/response-writer.js';
 import type { RewritePool } from '../export/rewrite/rewrite-pool.js';
 import { watchClient } from './client-gone.js';
@@ -83,13 +84,31 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
     return { userId, key: { bookId: book.id, version: book.export_version, excludeCategories, includeContentHtml } };
   }
 
+  /** The export's ETag at export version `version` (decisions.md D9.1). */
+  function etagOf(key: ExportCacheKey, version: string): string {
+    return exportEtag({ ...key, version, mediaProxyPrefix: config.mediaProxyPrefix, format: 'application/json' });
+  }
+
+  /**
+   * decisions.md D9.2: 304 when the client holds the current body, after the rate limit, the key
+   * and the knowledge base were checked and before any snapshot or export slot is taken.
+   */
+  function notModified(req: ExportRequest, reply: FastifyReply, key: ExportCacheKey): boolean {
+    const etag = etagOf(key, key.version);
+    if (!ifNoneMatchHits(req.headers['if-none-match'], etag)) return false;
+    void reply.code(304).headers({ etag, 'cache-control': EXPORT_HEADERS['cache-control'] }).send();
+    return true;
+  }
+
   api.get<ExportRoute>(EXPORT_PATH, { preParsing: refuseBody }, async (req, reply) => {
     const client = watchClient(reply.raw);
     try {
       const { userId, key } = await admit(req);
+      if (notModified(req, reply, key)) return;
       // Only a body read at the book's current export version is served (export-cache.ts).
       const cached = cache.get(key);
       if (cached !== undefined) {
+        reply.raw.setHeader('etag', etagOf(key, key.version));
         sendCached(reply, cached);
         req.log.info({ bookSlug: req.params.bookSlug, bytes: cached.length }, 'export served from memory');
         return;
@@ -113,8 +132,9 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
 
   // HEAD answers what GET would (status and headers) without running the export.
   api.head<ExportRoute>(EXPORT_PATH, { preParsing: refuseBody }, async (req, reply) => {
-    await admit(req);
-    return reply.code(200).headers(EXPORT_HEADERS).send();
+    const { key } = await admit(req);
+    if (notModified(req, reply, key)) return reply;
+    return reply.code(200).headers({ ...EXPORT_HEADERS, etag: etagOf(key, key.version) }).send();
   });
 
   /** Sends a kept body on the wire exactly as a streamed export goes: same headers, chunked. */
@@ -144,7 +164,10 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
         maxDurationMs: config.exportMaxDurationMs,
         dbTimeoutMs: config.dbTimeoutMs,
         ...(cache.maxBytes > 0 ? { captureUpTo: cache.maxEntryBytes } : {}),
-        onHeaders: () => reply.hijack(),
+        onHeaders: (version) => {
+          reply.hijack();
+          res.setHeader('etag', etagOf(key, version));
+        },
       });
     } catch (err) {
       if (!res.headersSent && !res.destroyed) throw err; // still ours to answer with an envelope
