@@ -15,6 +15,7 @@ import { RewritePool } from './export/rewrite/rewrite-pool.js';
 import { frameworkErrors, installErrorHandling, notServed } from './http/error-handling.js';
 import { registerExportRoute } from './http/export-route.js';
 import { EXPORT_PATH } from './http/routes.js';
+import { Readiness, registerHealth, type ReadinessProbe } from './http/health.js';
 import { OutageLog } from './http/outage-log.js';
 import { installPreRouting, methodsExcept, preRoutingOptions } from './http/pre-routing.js';
 
@@ -109,6 +110,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       redis?.disconnect();
     });
   }
+  // decisions.md D10.1, D10.2: outside the open API's context, so neither keyed nor rate limited.
+  const probes: ReadinessProbe[] = [{ name: 'database', check: () => sql`SELECT 1` }];
+  if (redis) {
+    const store = redis;
+    probes.push({ name: 'rate-limit store', check: () => store.ping() });
+  }
+  await registerHealth(app, new Readiness(probes, config.dbTimeoutMs));
+
   // Requests of the open API that have not yet passed the rate limit: an error thrown for one of
   // them comes from the limit's store, and is an outage of that store (decisions.md D8.5).
   const beforeLimit = new WeakSet<FastifyRequest>();

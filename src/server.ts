@@ -73,8 +73,11 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
     throw err;
   }
   closeWithGrace({ delay: config.shutdownGraceMs }, async ({ signal, err }) => {
+    // decisions.md D10.2: not ready first, so load balancers stop sending before the server stops taking requests.
+    app.readiness.shutDown();
     if (err) app.log.error({ err }, 'closing after an unexpected error');
     else app.log.info({ signal }, 'closing: running exports may finish');
+    if (config.shutdownDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
     // A keep-alive connection whose export finishes during the grace period would otherwise hold
     // the server open until its keep-alive timeout: close each one as soon as it is idle, and
     // those that never sent a request (http/shutdown.ts).

@@ -137,6 +137,42 @@ t.test('SIGTERM lets a running export finish, then the server exits 0', async (t
   t.equal(after, 'refused', 'nothing listens after shutdown');
 });
 
+t.test('SIGTERM: /readyz answers 503 first (SHUTDOWN_DELAY_MS), a running export still finishes (D10.2)', async (t) => {
+  const db = await createTestDatabase(t);
+  await seed(db.sql, simpleSeed([]));
+  await db.sql.begin(async (tx) => {
+    const w = new SeedWriter(tx);
+    await w.begin();
+    for (const d of generateDocuments({ bookId: 'b-u1', documents: 2000, seed: 3, paragraphs: 2 })) await w.addDocument('b-u1', d);
+    await w.finish();
+  });
+  const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', EXPORT_BATCH_SIZE: '20', SHUTDOWN_DELAY_MS: '3000' });
+  t.teardown(() => s.child.kill('SIGKILL'));
+  const base = await waitFor('listening', listening(s));
+  const readyz = async () => {
+    const r = await request(`${base}/readyz`, { reset: true });
+    return { status: r.statusCode, body: (await r.body.json()) as { status: string; reason?: string } };
+  };
+  t.same(await readyz(), { status: 200, body: { status: 'ready' } }, 'ready while serving');
+  const res = await request(`${base}/api/v1/open/books/kb/docs`, { headers: { authorization: 'Bearer kbx_u1' } });
+  const chunks: Buffer[] = [];
+  let signalled = false;
+  let during: Awaited<ReturnType<typeof readyz>> | undefined;
+  for await (const chunk of res.body) {
+    chunks.push(chunk as Buffer);
+    if (!signalled) {
+      signalled = true;
+      s.child.kill('SIGTERM');
+      await waitFor('the shutdown log line', () => (/closing/.test(s.output()) ? true : undefined), 10_000);
+      during = await readyz();
+    }
+  }
+  t.same(during, { status: 503, body: { status: 'unavailable', reason: 'shutting down' } }, 'unready as soon as SIGTERM arrives');
+  const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  t.equal(body.meta.count, body.documents.length, 'the export finished');
+  t.equal(await s.exited, 0);
+});
+
 t.test('SIGTERM does not wait for a connection that never sent a request', async (t) => {
   const db = await createTestDatabase(t);
   const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', SHUTDOWN_GRACE_MS: '20000' });

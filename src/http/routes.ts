@@ -24,4 +24,8 @@ function served(path: string, methods: readonly string[]): ServedRoute {
 }
 
 /** Paths served, with the methods they allow: anything else on them is 405. */
-export const ROUTES: readonly ServedRoute[] = [served(EXPORT_PATH, ['GET', 'HEAD'])];
+export const ROUTES: readonly ServedRoute[] = [
+  served(EXPORT_PATH, ['GET', 'HEAD']),
+  served('/livez', ['GET', 'HEAD']),
+  served('/readyz', ['GET', 'HEAD']),
+];
