@@ -16,6 +16,7 @@ import { frameworkErrors, installErrorHandling, notServed } from './http/error-h
 import { registerExportRoute } from './http/export-route.js';
 import { EXPORT_PATH } from './http/routes.js';
 import { Readiness, registerHealth, type ReadinessProbe } from './http/health.js';
+import { requestIdOf } from './http/request-id.js';
 import { OutageLog } from './http/outage-log.js';
 import { installPreRouting, methodsExcept, preRoutingOptions } from './http/pre-routing.js';
 
@@ -92,7 +93,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // HEAD must not run a whole export: it gets a route of its own.
     exposeHeadRoutes: false,
     frameworkErrors,
+    genReqId: requestIdOf,
     ...preRoutingOptions(config.requestTimeoutMs),
+  });
+  // decisions.md D10.5: every response carries the id its log lines have (hijacked exports copy it).
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('x-request-id', req.id);
   });
   installPreRouting(app);
   const outages = new OutageLog(app.log);

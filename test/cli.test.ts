@@ -182,15 +182,15 @@ t.test('keys create and revoke', async (t) => {
   t.ok(key, `prints a key: ${created.stdout}`);
   t.ok(id, 'prints its id');
   t.match(key, /^kbx_/);
-  t.equal(await verifyApiKey(db.sql, key!), 'u-alice', 'the printed key works');
+  t.equal((await verifyApiKey(db.sql, key!))?.userId ?? null, 'u-alice', 'the printed key works');
   const [stored] = await db.sql`SELECT count(*)::int AS n FROM api_keys WHERE strpos(api_keys::text, ${key!}) > 0`;
   t.equal(stored!.n, 0, 'the key itself is not stored');
 
   const revoked = await cli(['keys', 'revoke', id!], { DATABASE_URL: db.url });
   t.equal(revoked.code, 0, revoked.stderr);
   t.match(revoked.stdout, new RegExp(`revoked ${id}`));
-  t.equal(await verifyApiKey(db.sql, key!), null, 'the revoked key fails');
-  t.equal(await verifyApiKey(db.sql, 'kbx_live_4f9c…'), 'u-alice', 'other keys still work');
+  t.equal((await verifyApiKey(db.sql, key!))?.userId ?? null, null, 'the revoked key fails');
+  t.equal((await verifyApiKey(db.sql, 'kbx_live_4f9c…'))?.userId ?? null, 'u-alice', 'other keys still work');
 
   const again = await cli(['keys', 'create', '--user', 'u-alice', '--id', 'k-custom', '--expires-at', '2999-01-01T00:00:00Z'], {
     DATABASE_URL: db.url,

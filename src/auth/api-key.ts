@@ -27,15 +27,15 @@ export function parseBearer(header: string | string[] | undefined): string | nul
 }
 
 /**
- * The id of the user a key belongs to, or null when the key is unknown, expired
- * (`expires_at <= now()`) or revoked (decisions.md D5.3). Uncached, so a revocation takes effect
- * for the next request.
+ * The user and key ids of a key, or null when the key is unknown, expired (`expires_at <= now()`)
+ * or revoked (decisions.md D5.3). Uncached, so a revocation takes effect for the next request.
  */
-export async function verifyApiKey(sql: Sql, key: string): Promise<string | null> {
-  const rows = await sql<{ user_id: string }[]>`
-    SELECT user_id FROM api_keys
+export async function verifyApiKey(sql: Sql, key: string): Promise<{ userId: string; keyId: string } | null> {
+  const rows = await sql<{ user_id: string; id: string }[]>`
+    SELECT user_id, id FROM api_keys
     WHERE key_hash = ${hashApiKey(key)}
       AND revoked_at IS NULL
       AND (expires_at IS NULL OR expires_at > now())`;
-  return rows[0]?.user_id ?? null;
+  const row = rows[0];
+  return row ? { userId: row.user_id, keyId: row.id } : null;
 }

@@ -5,6 +5,7 @@
  * (requestTimeout or headersTimeout passed) is 408 REQUEST_TIMEOUT, anything else the parser
  * refuses (request line, header, chunked framing) is 400 BAD_REQUEST.
  */
+import { randomUUID } from 'node:crypto';
 import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
@@ -24,6 +25,8 @@ function rawErrorResponse(code: ErrorCode): string {
   return (
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
     'Connection: close\r\n' +
+    // decisions.md D10.5: a request refused before it was parsed still gets an id of its own.
+    `X-Request-Id: ${randomUUID()}\r\n` +
     'Content-Type: application/json; charset=utf-8\r\n' +
     `Content-Length: ${Buffer.byteLength(body)}\r\n` +
     '\r\n' +

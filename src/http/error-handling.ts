@@ -90,6 +90,7 @@ export function frameworkErrors(
   reply: FastifyReply,
 ): void {
   req.log.info({ err }, 'bad request before routing');
-  reply.header('connection', 'close');
+  // Before routing no onRequest hook runs: the request id (decisions.md D10.5) is set here.
+  reply.header('connection', 'close').header('x-request-id', req.id);
   void send(reply, 'BAD_REQUEST', 'Malformed request URL');
 }

@@ -17,6 +17,7 @@ import { EXPORT_HEADERS, streamExport } from '../export/export-stream.js';
 import { findBook, type BookRow } from '../export/snapshot/query.js';
 import { EXPORT_PATH } from './routes.js';
 import { exportEtag, ifNoneMatchHits } from './etag.js';
+import { ExportLog } from './export-log.js';
 import { ClientGoneError } from '../export/respond/response-writer.js';
 import type { RewritePool } from '../export/rewrite/rewrite-pool.js';
 import { watchClient } from './client-gone.js';
@@ -56,12 +57,12 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
     }
   }
 
-  /** The key's user id. Throws ApiError INVALID_API_KEY (export-api.md 5, decisions.md D5.2). */
-  async function authenticate(req: FastifyRequest): Promise<string> {
+  /** The key's user and key ids. Throws ApiError INVALID_API_KEY (export-api.md 5, decisions.md D5.2). */
+  async function authenticate(req: FastifyRequest): Promise<{ userId: string; keyId: string }> {
     const token = parseBearer(req.headers.authorization);
-    const userId = token === null ? null : await lookup(() => verifyApiKey(sql, token), 'API key lookup');
-    if (userId === null) throw new ApiError('INVALID_API_KEY');
-    return userId;
+    const caller = token === null ? null : await lookup(() => verifyApiKey(sql, token), 'API key lookup');
+    if (caller === null) throw new ApiError('INVALID_API_KEY');
+    return caller;
   }
 
   /**
@@ -75,13 +76,13 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
     return book;
   }
 
-  /** Checks of export-api.md 4.1 in the order of decisions.md D5.5; returns the cache key. */
-  async function admit(req: ExportRequest): Promise<{ userId: string; key: ExportCacheKey }> {
-    const userId = await authenticate(req);
+  /** Checks of export-api.md 4.1 in the order of decisions.md D5.5; returns the caller and the cache key. */
+  async function admit(req: ExportRequest): Promise<{ userId: string; keyId: string; key: ExportCacheKey }> {
+    const { userId, keyId } = await authenticate(req);
     const excludeCategories = booleanParam(req.query, 'excludeCategories', true);
     const includeContentHtml = booleanParam(req.query, 'includeContentHtml', true);
     const book = await requireBook(userId, req.params.bookSlug);
-    return { userId, key: { bookId: book.id, version: book.export_version, excludeCategories, includeContentHtml } };
+    return { userId, keyId, key: { bookId: book.id, version: book.export_version, excludeCategories, includeContentHtml } };
   }
 
   /** The export's ETag at export version `version` (decisions.md D9.1). */
@@ -102,28 +103,42 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
 
   api.get<ExportRoute>(EXPORT_PATH, { preParsing: refuseBody }, async (req, reply) => {
     const client = watchClient(reply.raw);
+    let log: ExportLog | undefined;
     try {
-      const { userId, key } = await admit(req);
+      const { userId, keyId, key } = await admit(req);
       if (notModified(req, reply, key)) return;
+      const { excludeCategories, includeContentHtml } = key;
+      log = new ExportLog(req.log, { userId, keyId, bookSlug: req.params.bookSlug, excludeCategories, includeContentHtml });
+      log.start();
       // Only a body read at the book's current export version is served (export-cache.ts).
       const cached = cache.get(key);
       if (cached !== undefined) {
         reply.raw.setHeader('etag', etagOf(key, key.version));
         sendCached(reply, cached);
-        req.log.info({ bookSlug: req.params.bookSlug, bytes: cached.length }, 'export served from memory');
+        log.end('complete', { cached: true, count: countOf(cached), bytes: cached.length });
         return;
       }
-      const release = await admission.acquire(userId, client.signal);
+      let release: () => void;
+      try {
+        release = await admission.acquire(userId, client.signal);
+      } catch (err) {
+        if (err instanceof ApiError) log.end('rejected', { reason: err.code });
+        throw err;
+      }
       try {
         client.dispose(); // from here the export's ResponseWriter watches the client
-        await exportTo(req, reply, userId, key);
+        await exportTo(req, reply, userId, key, log);
       } finally {
         release();
       }
     } catch (err) {
-      if (!(err instanceof ClientGoneError)) throw err;
+      if (!(err instanceof ClientGoneError)) {
+        log?.end('failed', { reason: err instanceof ApiError ? err.code : (err as Error).message });
+        throw err;
+      }
       reply.hijack();
       reply.raw.destroy();
+      log?.end('client_gone', { reason: err.reason });
       req.log.info({ bookSlug: req.params.bookSlug }, 'client went away before its export started');
     } finally {
       client.dispose();
@@ -148,11 +163,10 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
     res.end();
   }
 
-  async function exportTo(req: ExportRequest, reply: FastifyReply, userId: string, key: ExportCacheKey): Promise<void> {
+  async function exportTo(req: ExportRequest, reply: FastifyReply, userId: string, key: ExportCacheKey, log: ExportLog): Promise<void> {
     const { excludeCategories, includeContentHtml } = key;
     const res = reply.raw;
     copyReplyHeaders(reply);
-    const started = Date.now();
     let result;
     try {
       result = await streamExport(exportSql, { userId, bookSlug: req.params.bookSlug, excludeCategories, includeContentHtml }, res, {
@@ -173,22 +187,21 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
       if (!res.headersSent && !res.destroyed) throw err; // still ours to answer with an envelope
       reply.hijack();
       req.log.error({ err, bookSlug: req.params.bookSlug }, 'export aborted after the first byte');
+      log.end('failed', { reason: (err as Error).message });
       return;
     }
     reply.hijack();
     if (result.body !== undefined) cache.set({ ...key, version: result.version }, result.body);
-    req.log.info(
-      {
-        bookSlug: req.params.bookSlug,
-        outcome: result.outcome,
-        ...(result.reason ? { reason: result.reason } : {}),
-        count: result.count,
-        bytes: result.bytes,
-        ms: Date.now() - started,
-      },
-      'export finished',
-    );
+    const ended = { count: result.count, bytes: result.bytes };
+    if (result.outcome === 'complete') log.end('complete', ended);
+    else log.end('client_gone', { ...ended, ...(result.reason ? { reason: result.reason } : {}) });
   }
+}
+
+/** Documents in a complete export body: its closing `"meta":{"count":N}}` (export-api.md 4.1 rule 8). */
+function countOf(body: Buffer): number | undefined {
+  const m = /"count":(\d+)\}\}$/.exec(body.subarray(Math.max(0, body.length - 40)).toString('latin1'));
+  return m ? Number(m[1]) : undefined;
 }
 
 /** Headers set on the reply (the rate limit's) must survive writing to the raw response. */

@@ -263,7 +263,7 @@ t.test('loadGenerated: user, key, book and documents; the export matches the est
   t.equal(r.documents, SIZES.small);
   t.ok(r.bytes > 500_000, `${r.bytes} bytes of COPY text`);
   t.equal(progress.length, SIZES.small, 'progress after every document');
-  t.equal(await verifyApiKey(db.sql, 'kbx_bench_key'), 'bench-user', 'the key works');
+  t.equal((await verifyApiKey(db.sql, 'kbx_bench_key'))?.userId ?? null, 'bench-user', 'the key works');
   const [book] = await db.sql`SELECT owner_id, slug, description FROM books WHERE id = 'bench-small'`;
   t.strictSame({ ...book }, { owner_id: 'bench-user', slug: 'small', description: generatorMarker({ documents: SIZES.small, seed: 42 }) });
   t.strictSame(
@@ -329,7 +329,7 @@ t.test('CLI: --help, argument errors, a seed file that `kb-export load` accepts,
   const loaded = await run(KB_CLI, ['load', file], { DATABASE_URL: viaFile.url });
   t.equal(loaded.code, 0, loaded.stderr);
   t.match(loaded.stdout, /loaded 1 users, 1 API keys, 1 knowledge bases, 100 documents/);
-  t.equal(await verifyApiKey(viaFile.sql, 'kbx_bench_key'), 'bench-user');
+  t.equal((await verifyApiKey(viaFile.sql, 'kbx_bench_key'))?.userId ?? null, 'bench-user');
   const [key] = await viaFile.sql`SELECT id FROM api_keys`;
   t.equal(key!.id, apiKeyId('bench-user', 'kbx_bench_key'), 'the key id loadGenerated uses');
 

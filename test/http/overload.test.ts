@@ -96,7 +96,7 @@ t.test('per-user cap: the same user\'s next export is 429 RATE_LIMITED with Retr
   t.equal(other.status, 200, 'another user is served');
   t.equal(other.json?.meta?.count, 1);
   holder.destroy();
-  await until('the slot to free', () => server.logs.some((l) => l.msg === 'export finished' && l.outcome === 'client-gone'));
+  await until('the slot to free', () => server.logs.some((l) => l.msg === 'export ended' && l.outcome === 'client_gone'));
   const after = await call(server.url, PATH, { auth: auth('u1'), headers: { 'x-no': '1' } });
   t.equal(after.status, 200, 'the cap counts only running exports');
 });
