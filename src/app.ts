@@ -17,6 +17,7 @@ import { registerExportRoute } from './http/export-route.js';
 import { EXPORT_PATH } from './http/routes.js';
 import { Readiness, registerHealth, type ReadinessProbe } from './http/health.js';
 import { requestIdOf } from './http/request-id.js';
+import { Metrics, registerMetricsRoute } from './observe/metrics.js';
 import { OutageLog } from './http/outage-log.js';
 import { installPreRouting, methodsExcept, preRoutingOptions } from './http/pre-routing.js';
 
@@ -116,7 +117,22 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       redis?.disconnect();
     });
   }
-  // decisions.md D10.1, D10.2: outside the open API's context, so neither keyed nor rate limited.
+  const admission = new ExportAdmission({
+    concurrency: config.exportConcurrency,
+    queueMax: config.exportQueueMax,
+    queueTimeoutMs: config.exportQueueTimeoutMs,
+    perUserMax: config.exportPerUserMax,
+  });
+  const metrics = new Metrics({
+    admission,
+    cache,
+    rewritePool,
+    exportPoolSize: config.exportConcurrency,
+    lookupPoolSize: config.poolSize,
+  });
+  app.decorate('metrics', metrics);
+  // decisions.md D10.1-D10.3: outside the open API's context, so neither keyed nor rate limited.
+  if (config.metricsPort === undefined) registerMetricsRoute(app, metrics);
   const probes: ReadinessProbe[] = [{ name: 'database', check: () => sql`SELECT 1` }];
   if (redis) {
     const store = redis;
@@ -162,12 +178,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       sql,
       exportSql,
       cache,
-      admission: new ExportAdmission({
-        concurrency: config.exportConcurrency,
-        queueMax: config.exportQueueMax,
-        queueTimeoutMs: config.exportQueueTimeoutMs,
-        perUserMax: config.exportPerUserMax,
-      }),
+      admission,
+      metrics,
       outages,
       rewritePool,
     });

@@ -76,6 +76,8 @@ export interface Config {
    * (decisions.md D7.4). Bounds receiving the request only, never the response's stream.
    */
   requestTimeoutMs: number;
+  /** When set, /metrics is served on this port (same HOST) instead of the API's (decisions.md D10.3). */
+  metricsPort: number | undefined;
   /** On SIGTERM, how long /readyz answers 503 before the server stops taking requests, ms (decisions.md D10.2). */
   shutdownDelayMs: number;
   /** Apply pending migrations when `serve` starts (MIGRATE_ON_START); otherwise only `kb-export migrate` does. */
@@ -190,5 +192,6 @@ export function loadConfig(env: Env = process.env): Config {
     requestTimeoutMs: int(env, 'REQUEST_TIMEOUT_MS', 10_000, 100, 600_000),
     migrateOnStart: bool(env, 'MIGRATE_ON_START', false),
     shutdownDelayMs: int(env, 'SHUTDOWN_DELAY_MS', 0, 0, 600_000),
+    metricsPort: str(env, 'METRICS_PORT') === undefined ? undefined : int(env, 'METRICS_PORT', 0, 0, 65535),
   };
 }

@@ -12,6 +12,8 @@ import { openDatabase } from './db/database.js';
 import { assertSchemaCurrent, migrate } from './db/migrate.js';
 import type { DemoInfo } from './generate/demo.js';
 import { trackUnusedConnections } from './http/shutdown.js';
+import { serveMetrics } from './observe/metrics.js';
+import type { Server } from 'node:http';
 
 export interface ServeOptions {
   /**
@@ -64,10 +66,16 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
   }
   const app = await buildApp({ config, sql, exportSql });
   const connections = trackUnusedConnections(app.server);
+  let metricsServer: Server | undefined;
   try {
     await opts.beforeListen?.(app);
     await app.listen({ host: config.host, port: config.port });
+    if (config.metricsPort !== undefined) {
+      metricsServer = await serveMetrics(app.metrics, config.host, config.metricsPort);
+      app.log.info({ port: config.metricsPort }, 'metrics served on their own port');
+    }
   } catch (err) {
+    metricsServer?.close();
     await app.close();
     await closeDb();
     throw err;
@@ -82,6 +90,7 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
     // the server open until its keep-alive timeout: close each one as soon as it is idle, and
     // those that never sent a request (http/shutdown.ts).
     const sweep = setInterval(() => connections.closeIdle(), 100);
+    metricsServer?.close();
     try {
       await app.close();
     } finally {

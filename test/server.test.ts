@@ -14,6 +14,7 @@ import t from 'tap';
 import { request } from 'undici';
 import { SeedWriter } from '../src/load/seed-writer.js';
 import { cliRuntime } from '../bench/lib/cli-runtime.js';
+import { freePort } from '../src/db/embedded.js';
 import { generateDocuments } from '../src/generate/generator.js';
 import { createTestDatabase } from './helpers/db.js';
 import { seed, simpleSeed } from './helpers/app.js';
@@ -171,6 +172,25 @@ t.test('SIGTERM: /readyz answers 503 first (SHUTDOWN_DELAY_MS), a running export
   const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
   t.equal(body.meta.count, body.documents.length, 'the export finished');
   t.equal(await s.exited, 0);
+});
+
+t.test('METRICS_PORT: /metrics on a listener of its own, not on the API port (D10.3)', async (t) => {
+  const db = await createTestDatabase(t);
+  const metricsPort = await freePort();
+  const s = spawnServe([], { DATABASE_URL: db.url, METRICS_PORT: String(metricsPort) });
+  t.teardown(() => s.child.kill('SIGKILL'));
+  const base = await waitFor('listening', listening(s));
+  const scrape = await request(`http://127.0.0.1:${metricsPort}/metrics`);
+  t.equal(scrape.statusCode, 200);
+  t.match(await scrape.body.text(), /^# HELP kb_export_/m, 'the exposition');
+  const other = await request(`http://127.0.0.1:${metricsPort}/livez`);
+  t.equal(other.statusCode, 404, 'nothing else there');
+  await other.body.dump();
+  const onApi = await request(`${base}/metrics`);
+  t.equal(onApi.statusCode, 404, 'not on the API port');
+  await onApi.body.dump();
+  s.child.kill('SIGTERM');
+  t.equal(await s.exited, 0, 'and it closes with the server');
 });
 
 t.test('SIGTERM does not wait for a connection that never sent a request', async (t) => {

@@ -5,6 +5,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify';
 import type { GoneReason } from '../export/respond/response-writer.js';
+import type { Metrics } from '../observe/metrics.js';
 
 /**
  * How an export ended: its whole body sent, the client gone (or dropped as too slow), failed (an
@@ -32,12 +33,15 @@ export interface ExportEnd {
 export class ExportLog {
   readonly #log: FastifyBaseLogger;
   readonly #fields: ExportLogFields;
+  readonly #metrics: Metrics | undefined;
   #startedAt = 0;
   #ended = false;
 
-  constructor(log: FastifyBaseLogger, fields: ExportLogFields) {
+  /** `metrics` counts the export's outcome, duration and bytes when it ends (decisions.md D10.3). */
+  constructor(log: FastifyBaseLogger, fields: ExportLogFields, metrics?: Metrics) {
     this.#log = log;
     this.#fields = fields;
+    this.#metrics = metrics;
   }
 
   start(): void {
@@ -48,7 +52,9 @@ export class ExportLog {
   end(outcome: ExportOutcome, end: ExportEnd = {}): void {
     if (this.#ended) return;
     this.#ended = true;
-    const line = { ...this.#fields, outcome, count: end.count ?? null, bytes: end.bytes ?? 0, ms: Date.now() - this.#startedAt, ...end };
+    const ms = Date.now() - this.#startedAt;
+    this.#metrics?.exportEnded(outcome, end.bytes ?? 0, ms);
+    const line = { ...this.#fields, outcome, count: end.count ?? null, bytes: end.bytes ?? 0, ms, ...end };
     if (outcome === 'failed') this.#log.warn(line, 'export ended');
     else this.#log.info(line, 'export ended');
   }

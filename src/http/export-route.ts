@@ -18,6 +18,7 @@ import { findBook, type BookRow } from '../export/snapshot/query.js';
 import { EXPORT_PATH } from './routes.js';
 import { exportEtag, ifNoneMatchHits } from './etag.js';
 import { ExportLog } from './export-log.js';
+import type { Metrics } from '../observe/metrics.js';
 import { ClientGoneError } from '../export/respond/response-writer.js';
 import type { RewritePool } from '../export/rewrite/rewrite-pool.js';
 import { watchClient } from './client-gone.js';
@@ -35,6 +36,7 @@ export interface ExportRouteDeps {
   exportSql: Sql;
   cache: ExportCache;
   admission: ExportAdmission;
+  metrics: Metrics;
   outages: OutageLog;
   rewritePool: RewritePool | undefined;
 }
@@ -44,12 +46,12 @@ type ExportRequest = FastifyRequest<ExportRoute>;
 
 /** Registers GET and HEAD of the export path on `api` (a context whose hooks run first). */
 export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps): void {
-  const { config, sql, exportSql, cache, admission, outages, rewritePool } = deps;
+  const { config, sql, exportSql, cache, admission, metrics, outages, rewritePool } = deps;
 
   /** A lookup on the lookup pool, bounded in time; an outage becomes a DependencyError (D8.5). */
   async function lookup<T>(work: () => Promise<T>, what: string): Promise<T> {
     try {
-      const result = await withTimeout(work(), config.dbTimeoutMs, 'database', what);
+      const result = await metrics.countLookup(() => withTimeout(work(), config.dbTimeoutMs, 'database', what));
       outages.ok('database');
       return result;
     } catch (err) {
@@ -108,7 +110,7 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
       const { userId, keyId, key } = await admit(req);
       if (notModified(req, reply, key)) return;
       const { excludeCategories, includeContentHtml } = key;
-      log = new ExportLog(req.log, { userId, keyId, bookSlug: req.params.bookSlug, excludeCategories, includeContentHtml });
+      log = new ExportLog(req.log, { userId, keyId, bookSlug: req.params.bookSlug, excludeCategories, includeContentHtml }, metrics);
       log.start();
       // Only a body read at the book's current export version is served (export-cache.ts).
       const cached = cache.get(key);
