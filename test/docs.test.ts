@@ -53,3 +53,20 @@ t.test("the README's \"Where things live\" names only files that exist", async (
   t.ok(named.length > 10, 'it names the files');
   for (const name of named) t.ok(exists(name), `${name} exists`);
 });
+
+t.test('the README and docs/ link only to files inside the repository, and those exist', async (t) => {
+  const pages = ['README.md', ...readdirSync(path.join(ROOT, 'docs')).map((f) => `docs/${f}`)];
+  let links = 0;
+  for (const page of pages) {
+    const text = readFileSync(path.join(ROOT, page), 'utf8');
+    t.notMatch(text, /\.\.\/shared\//, `${page} sends no reader to ../shared`);
+    for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+      if (/^(https?:|mailto:|#)/.test(target!)) continue;
+      links++;
+      const resolved = path.resolve(path.dirname(path.join(ROOT, page)), target!.split('#')[0]!);
+      t.ok(resolved.startsWith(ROOT + path.sep), `${page}: ${target} stays inside the repository`);
+      t.doesNotThrow(() => readFileSync(resolved), `${page}: ${target} exists`);
+    }
+  }
+  t.ok(links >= 6, `the pages link to each other (${links} links)`);
+});

@@ -108,7 +108,7 @@ async function main(argv: string[]): Promise<void> {
     .addOption(new Option('--size <name>', 'named size').choices(SIZE_NAMES))
     .option('--documents <n>', 'number of documents instead of a named size (categories included)', integer('--documents', 0))
     .option('--seed <n>', 'generator seed', integer('--seed', 0), 42)
-    .option('--database-url <url>', 'load into this database (pending migrations are applied first)')
+    .option('--database-url <url>', 'load into this database (its schema must be current: kb-export migrate)')
     .option('--seed-file <path>', 'write a seed file (seed-format.md) instead')
     .option('--estimate', 'print the byte size of the default export body instead (media URLs rewritten; slow: HTML tokenizer)')
     .option('--lower-bound', 'with --estimate: count contentHtml as stored (a lower bound, several times faster)')
