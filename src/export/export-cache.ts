@@ -13,12 +13,15 @@
  * Least recently used entries go first; the total stays within `maxBytes`, and no single body above
  * a quarter of it is kept.
  */
+import type { BodyFormat } from './encode/body-format.js';
 
 export interface ExportCacheKey {
   bookId: string;
   version: string;
   excludeCategories: boolean;
   includeContentHtml: boolean;
+  /** JSON when unset (decisions.md D9.4). */
+  format?: BodyFormat;
 }
 
 interface Entry {
@@ -49,7 +52,7 @@ export class ExportCache {
   }
 
   private static id(k: ExportCacheKey): string {
-    return `${k.bookId}\u0000${k.version}\u0000${k.excludeCategories ? 1 : 0}${k.includeContentHtml ? 1 : 0}`;
+    return `${k.bookId}\u0000${k.version}\u0000${k.excludeCategories ? 1 : 0}${k.includeContentHtml ? 1 : 0}${k.format ?? 'json'}`;
   }
 
   private remove(id: string, e: Entry): void {

@@ -23,10 +23,13 @@ import { findBook, type BookRow, type DocumentQueryOptions, type DocumentRow } f
 import { ClientGoneError, ResponseWriter, type GoneReason } from './respond/response-writer.js';
 import type { RewritePool } from './rewrite/rewrite-pool.js';
 import { inSnapshot, type SnapshotTimeouts } from './snapshot/snapshot.js';
+import { exportHeaders, type BodyFormat } from './encode/body-format.js';
 
 export interface ExportRequest extends DocumentQueryOptions {
   userId: string;
   bookSlug: string;
+  /** JSON or NDJSON (decisions.md D9.4); JSON when unset. */
+  format?: BodyFormat;
 }
 
 export interface ExportSettings {
@@ -69,12 +72,6 @@ export interface ExportResult {
   /** The whole body, when complete and within `captureUpTo`. */
   body?: Buffer;
 }
-
-/** Response headers of a successful export (decisions.md D6.5). */
-export const EXPORT_HEADERS = {
-  'content-type': 'application/json; charset=utf-8',
-  'cache-control': 'no-store',
-} as const;
 
 /** Rows of the first FETCH: few, so the status line goes out fast whatever the knowledge base's size. */
 const FIRST_BATCH_ROWS = 16;
@@ -129,6 +126,7 @@ export async function streamExport(sql: Sql, req: ExportRequest, res: ServerResp
   const writer = new ResponseWriter(res, { stallTimeoutMs: settings.stallTimeoutMs, minDrainBytesPerS, maxDurationMs });
   const body = new ExportBody(writer, {
     mediaProxyPrefix: settings.mediaProxyPrefix,
+    format: req.format ?? 'json',
     ...(settings.chunkSize !== undefined ? { chunkSize: settings.chunkSize } : {}),
     ...(settings.captureUpTo !== undefined ? { captureUpTo: settings.captureUpTo } : {}),
   });
@@ -170,7 +168,7 @@ export async function streamExport(sql: Sql, req: ExportRequest, res: ServerResp
       const firstHtml = await rewrite(first);
       writer.check();
       settings.onHeaders?.(version);
-      res.writeHead(200, EXPORT_HEADERS);
+      res.writeHead(200, exportHeaders(req.format ?? 'json'));
       started = true;
       body.open(book);
       await body.writeBatch(first, firstHtml);

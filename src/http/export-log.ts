@@ -19,6 +19,8 @@ export interface ExportLogFields {
   bookSlug: string;
   excludeCategories: boolean;
   includeContentHtml: boolean;
+  /** `json` or `ndjson` (decisions.md D9.4). */
+  format: string;
 }
 
 export interface ExportEnd {

@@ -13,7 +13,9 @@ import { asDatabaseOutage, withTimeout } from '../db/dependency.js';
 import { ApiError } from '../errors.js';
 import type { ExportAdmission } from '../export/admission.js';
 import type { ExportCache, ExportCacheKey } from '../export/export-cache.js';
-import { EXPORT_HEADERS, streamExport } from '../export/export-stream.js';
+import { streamExport } from '../export/export-stream.js';
+import { exportHeaders, MEDIA_TYPES } from '../export/encode/body-format.js';
+import { bodyFormatOf } from './negotiate.js';
 import { findBook, type BookRow } from '../export/snapshot/query.js';
 import { EXPORT_PATH } from './routes.js';
 import { exportEtag, ifNoneMatchHits } from './etag.js';
@@ -84,12 +86,13 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
     const excludeCategories = booleanParam(req.query, 'excludeCategories', true);
     const includeContentHtml = booleanParam(req.query, 'includeContentHtml', true);
     const book = await requireBook(userId, req.params.bookSlug);
-    return { userId, keyId, key: { bookId: book.id, version: book.export_version, excludeCategories, includeContentHtml } };
+    const format = bodyFormatOf(req.headers);
+    return { userId, keyId, key: { bookId: book.id, version: book.export_version, excludeCategories, includeContentHtml, format } };
   }
 
   /** The export's ETag at export version `version` (decisions.md D9.1). */
   function etagOf(key: ExportCacheKey, version: string): string {
-    return exportEtag({ ...key, version, mediaProxyPrefix: config.mediaProxyPrefix, format: 'application/json' });
+    return exportEtag({ ...key, version, mediaProxyPrefix: config.mediaProxyPrefix, format: MEDIA_TYPES[key.format ?? 'json'] });
   }
 
   /**
@@ -99,7 +102,8 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
   function notModified(req: ExportRequest, reply: FastifyReply, key: ExportCacheKey): boolean {
     const etag = etagOf(key, key.version);
     if (!ifNoneMatchHits(req.headers['if-none-match'], etag)) return false;
-    void reply.code(304).headers({ etag, 'cache-control': EXPORT_HEADERS['cache-control'] }).send();
+    const { 'cache-control': cacheControl, vary } = exportHeaders(key.format ?? 'json');
+    void reply.code(304).headers({ etag, 'cache-control': cacheControl, vary }).send();
     return true;
   }
 
@@ -110,13 +114,14 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
       const { userId, keyId, key } = await admit(req);
       if (notModified(req, reply, key)) return;
       const { excludeCategories, includeContentHtml } = key;
-      log = new ExportLog(req.log, { userId, keyId, bookSlug: req.params.bookSlug, excludeCategories, includeContentHtml }, metrics);
+      const format = key.format ?? 'json';
+      log = new ExportLog(req.log, { userId, keyId, bookSlug: req.params.bookSlug, excludeCategories, includeContentHtml, format }, metrics);
       log.start();
       // Only a body read at the book's current export version is served (export-cache.ts).
       const cached = cache.get(key);
       if (cached !== undefined) {
         reply.raw.setHeader('etag', etagOf(key, key.version));
-        sendCached(reply, cached);
+        sendCached(reply, cached, key);
         log.end('complete', { cached: true, count: countOf(cached), bytes: cached.length });
         return;
       }
@@ -151,27 +156,27 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
   api.head<ExportRoute>(EXPORT_PATH, { preParsing: refuseBody }, async (req, reply) => {
     const { key } = await admit(req);
     if (notModified(req, reply, key)) return reply;
-    return reply.code(200).headers({ ...EXPORT_HEADERS, etag: etagOf(key, key.version) }).send();
+    return reply.code(200).headers({ ...exportHeaders(key.format ?? 'json'), etag: etagOf(key, key.version) }).send();
   });
 
   /** Sends a kept body on the wire exactly as a streamed export goes: same headers, chunked. */
-  function sendCached(reply: FastifyReply, body: Buffer): void {
+  function sendCached(reply: FastifyReply, body: Buffer, key: ExportCacheKey): void {
     reply.hijack();
     const res = reply.raw;
     copyReplyHeaders(reply);
-    res.writeHead(200, EXPORT_HEADERS);
+    res.writeHead(200, exportHeaders(key.format ?? 'json'));
     // write() before end(): end(body) alone would turn the response into a Content-Length one.
     res.write(body);
     res.end();
   }
 
   async function exportTo(req: ExportRequest, reply: FastifyReply, userId: string, key: ExportCacheKey, log: ExportLog): Promise<void> {
-    const { excludeCategories, includeContentHtml } = key;
+    const { excludeCategories, includeContentHtml, format } = key;
     const res = reply.raw;
     copyReplyHeaders(reply);
     let result;
     try {
-      result = await streamExport(exportSql, { userId, bookSlug: req.params.bookSlug, excludeCategories, includeContentHtml }, res, {
+      result = await streamExport(exportSql, { userId, bookSlug: req.params.bookSlug, excludeCategories, includeContentHtml, format }, res, {
         mediaProxyPrefix: config.mediaProxyPrefix,
         batchSize: config.exportBatchSize,
         ...(rewritePool ? { rewritePool, offloadBytes: config.rewriteOffloadBytes } : {}),

@@ -7,6 +7,7 @@
  * document is copied as bytes; only `cover.url` and a `contentHtml` that may hold a media URL
  * are decoded, rewritten and escaped here.
  */
+import { FRAMING, type BodyFormat } from './body-format.js';
 import { HtmlMediaRewriter, mediaPreCheck, type Edit } from '../rewrite/html-rewriter.js';
 import { noteRewritten } from '../rewrite/large-garbage.js';
 import type { JsonChunker } from './json-encoder.js';
@@ -18,10 +19,18 @@ function nullable(s: string | null): string {
   return s === null || s === '' ? 'null' : JSON.stringify(s);
 }
 
-/** `{"success":true,"book":{…},"documents":[` — book fields in the order of table 2.1 (decisions.md D2.5). */
-export function encodeOpening(book: BookRow): string {
+/**
+ * The body up to its first document: `{"success":true,"book":{…},"documents":[` for JSON, the
+ * first line for NDJSON (body-format.ts); book fields in the order of table 2.1 (decisions.md D2.5).
+ */
+export function encodeOpening(book: BookRow, format: BodyFormat = 'json'): string {
+  const framing = FRAMING[format];
+  return framing.head + encodeBook(book) + framing.afterBook;
+}
+
+function encodeBook(book: BookRow): string {
   return (
-    '{"success":true,"book":{"id":' +
+    '{"id":' +
     JSON.stringify(book.id) +
     ',"slug":' +
     JSON.stringify(book.slug) +
@@ -36,13 +45,13 @@ export function encodeOpening(book: BookRow): string {
     JSON.stringify(book.created_at) +
     ',"updatedAt":' +
     JSON.stringify(book.updated_at) +
-    '},"documents":['
+    '}'
   );
 }
 
-/** `],"meta":{"count":N}}` — written only after the snapshot was read in full (decisions.md D6.3). */
-export function encodeClosing(count: number): string {
-  return '],"meta":{"count":' + count + '}}';
+/** `],"meta":{"count":N}}` (or NDJSON's last line): written only after the snapshot was read in full (decisions.md D6.3). */
+export function encodeClosing(count: number, format: BodyFormat = 'json'): string {
+  return FRAMING[format].closing(count);
 }
 
 const bytes = (s: string) => Buffer.from(s);

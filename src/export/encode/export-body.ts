@@ -1,18 +1,19 @@
 /**
  * The body of one export as it is encoded and written: `{"success":true,"book":…,"documents":[`,
- * each document, and `],"meta":{"count":N}}` last (decisions.md D2.5), in chunks through the
- * ResponseWriter (backpressure), counting documents and keeping a copy of a small body for the
- * export cache.
+ * each document, and `],"meta":{"count":N}}` last (decisions.md D2.5), or the same as NDJSON lines
+ * (D9.4, body-format.ts), in chunks through the ResponseWriter (backpressure), counting documents
+ * and keeping a copy of a small body for the export cache.
  */
 import { encodeClosing, encodeDocument, encodeOpening } from './document-encoder.js';
 import { JsonChunker } from './json-encoder.js';
+import { FRAMING, type BodyFormat, type Framing } from './body-format.js';
 import type { BookRow, DocumentRow } from '../snapshot/query.js';
 import type { ResponseWriter } from '../respond/response-writer.js';
 
-const COMMA = Buffer.from(',');
-
 export interface ExportBodyOptions {
   mediaProxyPrefix: string;
+  /** JSON (the default) or NDJSON (decisions.md D9.4). */
+  format?: BodyFormat;
   /** Bytes per written chunk. */
   chunkSize?: number;
   /** Keep a copy of the body while it is at most this many bytes. */
@@ -21,6 +22,8 @@ export interface ExportBodyOptions {
 
 export class ExportBody {
   readonly #chunker: JsonChunker;
+  readonly #format: BodyFormat;
+  readonly #framing: Framing;
   #count = 0;
   #captured: Buffer[] | null;
   #capturedBytes = 0;
@@ -30,6 +33,8 @@ export class ExportBody {
     private readonly opts: ExportBodyOptions,
   ) {
     this.#chunker = new JsonChunker(opts.chunkSize);
+    this.#format = opts.format ?? 'json';
+    this.#framing = FRAMING[this.#format];
     this.#captured = opts.captureUpTo !== undefined ? [] : null;
   }
 
@@ -45,7 +50,7 @@ export class ExportBody {
 
   /** Starts the body with the book. */
   open(book: BookRow): void {
-    this.#chunker.push(encodeOpening(book));
+    this.#chunker.push(encodeOpening(book, this.#format));
   }
 
   /**
@@ -54,8 +59,9 @@ export class ExportBody {
    */
   async writeBatch(rows: readonly DocumentRow[], html: readonly Buffer[]): Promise<void> {
     for (let i = 0; i < rows.length; i++) {
-      if (this.#count > 0) this.#chunker.push(COMMA);
+      if (this.#count > 0 && this.#framing.between !== null) this.#chunker.push(this.#framing.between);
       encodeDocument(rows[i]!, this.opts.mediaProxyPrefix, this.#chunker, html[i]);
+      if (this.#framing.afterDocument !== null) this.#chunker.push(this.#framing.afterDocument);
       this.#count++;
       if (this.#chunker.full) await this.flush();
     }
@@ -78,7 +84,7 @@ export class ExportBody {
    * committed (decisions.md D6.3).
    */
   async finish(): Promise<void> {
-    this.#chunker.push(encodeClosing(this.#count));
+    this.#chunker.push(encodeClosing(this.#count, this.#format));
     await this.flush();
   }
 }
