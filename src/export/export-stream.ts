@@ -24,12 +24,15 @@ import { ClientGoneError, ResponseWriter, type GoneReason } from './respond/resp
 import type { RewritePool } from './rewrite/rewrite-pool.js';
 import { inSnapshot, type SnapshotTimeouts } from './snapshot/snapshot.js';
 import { exportHeaders, type BodyFormat } from './encode/body-format.js';
+import { bodySink, type ContentEncoding } from './respond/compression.js';
 
 export interface ExportRequest extends DocumentQueryOptions {
   userId: string;
   bookSlug: string;
   /** JSON or NDJSON (decisions.md D9.4); JSON when unset. */
   format?: BodyFormat;
+  /** The Content-Encoding (decisions.md D9.3); identity when unset. */
+  encoding?: ContentEncoding;
 }
 
 export interface ExportSettings {
@@ -124,8 +127,11 @@ export async function streamExport(sql: Sql, req: ExportRequest, res: ServerResp
   const minDrainBytesPerS = settings.minDrainBytesPerS ?? 0;
   const maxDurationMs = settings.maxDurationMs ?? 0;
   const writer = new ResponseWriter(res, { stallTimeoutMs: settings.stallTimeoutMs, minDrainBytesPerS, maxDurationMs });
-  const body = new ExportBody(writer, {
+  const encoding = req.encoding ?? 'identity';
+  const sink = bodySink(writer, encoding);
+  const body = new ExportBody(sink, {
     mediaProxyPrefix: settings.mediaProxyPrefix,
+    flushEachBatch: encoding !== 'identity',
     format: req.format ?? 'json',
     ...(settings.chunkSize !== undefined ? { chunkSize: settings.chunkSize } : {}),
     ...(settings.captureUpTo !== undefined ? { captureUpTo: settings.captureUpTo } : {}),
@@ -168,7 +174,7 @@ export async function streamExport(sql: Sql, req: ExportRequest, res: ServerResp
       const firstHtml = await rewrite(first);
       writer.check();
       settings.onHeaders?.(version);
-      res.writeHead(200, exportHeaders(req.format ?? 'json'));
+      res.writeHead(200, exportHeaders(req.format ?? 'json', encoding));
       started = true;
       body.open(book);
       await body.writeBatch(first, firstHtml);
@@ -199,6 +205,7 @@ export async function streamExport(sql: Sql, req: ExportRequest, res: ServerResp
     const captured = body.captured;
     return { outcome: 'complete', count: body.count, bytes: writer.bytes, version, ...(captured ? { body: captured } : {}) };
   } catch (err) {
+    sink.destroy();
     if (err instanceof ClientGoneError) {
       res.destroy();
       return { outcome: 'client-gone', reason: err.reason, count: body.count, bytes: writer.bytes, version };

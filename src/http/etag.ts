@@ -18,8 +18,10 @@ export interface EtagInput {
   includeContentHtml: boolean;
   /** The normalised MEDIA_PROXY_PREFIX. */
   mediaProxyPrefix: string;
-  /** The body's media type: `application/json` (D9.4 adds `application/x-ndjson`). */
+  /** The body's media type: `application/json` or `application/x-ndjson` (D9.4). */
   format: string;
+  /** The Content-Encoding (D9.3): a compressed body is other bytes, so it has an ETag of its own. */
+  encoding: string;
 }
 
 /** The strong ETag of an export, quoted: `"kbx1-<27 base64url characters>"`. */
@@ -27,7 +29,7 @@ export function exportEtag(e: EtagInput): string {
   const h = createHash('sha256');
   // NUL cannot occur in any of the parts, so the join is unambiguous.
   h.update(
-    [EXPORT_FORMAT_VERSION, e.format, e.bookId, e.version, e.excludeCategories, e.includeContentHtml, e.mediaProxyPrefix].join('\0'),
+    [EXPORT_FORMAT_VERSION, e.format, e.encoding, e.bookId, e.version, e.excludeCategories, e.includeContentHtml, e.mediaProxyPrefix].join('\0'),
   );
   return `"kbx${EXPORT_FORMAT_VERSION}-${h.digest('base64url').slice(0, 27)}"`;
 }

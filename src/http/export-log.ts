@@ -21,6 +21,8 @@ export interface ExportLogFields {
   includeContentHtml: boolean;
   /** `json` or `ndjson` (decisions.md D9.4). */
   format: string;
+  /** The Content-Encoding (D9.3); `bytes` counts what went on the wire. */
+  encoding: string;
 }
 
 export interface ExportEnd {

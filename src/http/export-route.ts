@@ -15,7 +15,8 @@ import type { ExportAdmission } from '../export/admission.js';
 import type { ExportCache, ExportCacheKey } from '../export/export-cache.js';
 import { streamExport } from '../export/export-stream.js';
 import { exportHeaders, MEDIA_TYPES } from '../export/encode/body-format.js';
-import { bodyFormatOf } from './negotiate.js';
+import { bodyFormatOf, contentEncodingOf } from './negotiate.js';
+import { compressWhole, type ContentEncoding } from '../export/respond/compression.js';
 import { findBook, type BookRow } from '../export/snapshot/query.js';
 import { EXPORT_PATH } from './routes.js';
 import { exportEtag, ifNoneMatchHits } from './etag.js';
@@ -80,27 +81,31 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
     return book;
   }
 
-  /** Checks of export-api.md 4.1 in the order of decisions.md D5.5; returns the caller and the cache key. */
-  async function admit(req: ExportRequest): Promise<{ userId: string; keyId: string; key: ExportCacheKey }> {
+  /**
+   * Checks of export-api.md 4.1 in the order of decisions.md D5.5; returns the caller, the cache key
+   * and the Content-Encoding (D9.3).
+   */
+  async function admit(req: ExportRequest): Promise<{ userId: string; keyId: string; key: ExportCacheKey; encoding: ContentEncoding }> {
     const { userId, keyId } = await authenticate(req);
     const excludeCategories = booleanParam(req.query, 'excludeCategories', true);
     const includeContentHtml = booleanParam(req.query, 'includeContentHtml', true);
     const book = await requireBook(userId, req.params.bookSlug);
     const format = bodyFormatOf(req.headers);
-    return { userId, keyId, key: { bookId: book.id, version: book.export_version, excludeCategories, includeContentHtml, format } };
+    const key = { bookId: book.id, version: book.export_version, excludeCategories, includeContentHtml, format };
+    return { userId, keyId, key, encoding: contentEncodingOf(req.headers) };
   }
 
   /** The export's ETag at export version `version` (decisions.md D9.1). */
-  function etagOf(key: ExportCacheKey, version: string): string {
-    return exportEtag({ ...key, version, mediaProxyPrefix: config.mediaProxyPrefix, format: MEDIA_TYPES[key.format ?? 'json'] });
+  function etagOf(key: ExportCacheKey, encoding: ContentEncoding, version: string): string {
+    return exportEtag({ ...key, version, encoding, mediaProxyPrefix: config.mediaProxyPrefix, format: MEDIA_TYPES[key.format ?? 'json'] });
   }
 
   /**
    * decisions.md D9.2: 304 when the client holds the current body, after the rate limit, the key
    * and the knowledge base were checked and before any snapshot or export slot is taken.
    */
-  function notModified(req: ExportRequest, reply: FastifyReply, key: ExportCacheKey): boolean {
-    const etag = etagOf(key, key.version);
+  function notModified(req: ExportRequest, reply: FastifyReply, key: ExportCacheKey, encoding: ContentEncoding): boolean {
+    const etag = etagOf(key, encoding, key.version);
     if (!ifNoneMatchHits(req.headers['if-none-match'], etag)) return false;
     const { 'cache-control': cacheControl, vary } = exportHeaders(key.format ?? 'json');
     void reply.code(304).headers({ etag, 'cache-control': cacheControl, vary }).send();
@@ -111,18 +116,19 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
     const client = watchClient(reply.raw);
     let log: ExportLog | undefined;
     try {
-      const { userId, keyId, key } = await admit(req);
-      if (notModified(req, reply, key)) return;
+      const { userId, keyId, key, encoding } = await admit(req);
+      if (notModified(req, reply, key, encoding)) return;
       const { excludeCategories, includeContentHtml } = key;
       const format = key.format ?? 'json';
-      log = new ExportLog(req.log, { userId, keyId, bookSlug: req.params.bookSlug, excludeCategories, includeContentHtml, format }, metrics);
+      const fields = { userId, keyId, bookSlug: req.params.bookSlug, excludeCategories, includeContentHtml, format, encoding };
+      log = new ExportLog(req.log, fields, metrics);
       log.start();
       // Only a body read at the book's current export version is served (export-cache.ts).
       const cached = cache.get(key);
       if (cached !== undefined) {
-        reply.raw.setHeader('etag', etagOf(key, key.version));
-        sendCached(reply, cached, key);
-        log.end('complete', { cached: true, count: countOf(cached), bytes: cached.length });
+        reply.raw.setHeader('etag', etagOf(key, encoding, key.version));
+        const sent = sendCached(reply, cached, key, encoding);
+        log.end('complete', { cached: true, count: countOf(cached), bytes: sent });
         return;
       }
       let release: () => void;
@@ -134,7 +140,7 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
       }
       try {
         client.dispose(); // from here the export's ResponseWriter watches the client
-        await exportTo(req, reply, userId, key, log);
+        await exportTo(req, reply, userId, key, encoding, log);
       } finally {
         release();
       }
@@ -154,29 +160,42 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
 
   // HEAD answers what GET would (status and headers) without running the export.
   api.head<ExportRoute>(EXPORT_PATH, { preParsing: refuseBody }, async (req, reply) => {
-    const { key } = await admit(req);
-    if (notModified(req, reply, key)) return reply;
-    return reply.code(200).headers({ ...exportHeaders(key.format ?? 'json'), etag: etagOf(key, key.version) }).send();
+    const { key, encoding } = await admit(req);
+    if (notModified(req, reply, key, encoding)) return reply;
+    return reply.code(200).headers({ ...exportHeaders(key.format ?? 'json', encoding), etag: etagOf(key, encoding, key.version) }).send();
   });
 
-  /** Sends a kept body on the wire exactly as a streamed export goes: same headers, chunked. */
-  function sendCached(reply: FastifyReply, body: Buffer, key: ExportCacheKey): void {
+  /**
+   * Sends a kept body on the wire exactly as a streamed export goes: same headers, chunked,
+   * compressed as negotiated. Returns the bytes sent.
+   */
+  function sendCached(reply: FastifyReply, body: Buffer, key: ExportCacheKey, encoding: ContentEncoding): number {
     reply.hijack();
     const res = reply.raw;
     copyReplyHeaders(reply);
-    res.writeHead(200, exportHeaders(key.format ?? 'json'));
+    res.writeHead(200, exportHeaders(key.format ?? 'json', encoding));
+    const sent = compressWhole(body, encoding);
     // write() before end(): end(body) alone would turn the response into a Content-Length one.
-    res.write(body);
+    res.write(sent);
     res.end();
+    return sent.length;
   }
 
-  async function exportTo(req: ExportRequest, reply: FastifyReply, userId: string, key: ExportCacheKey, log: ExportLog): Promise<void> {
+  async function exportTo(
+    req: ExportRequest,
+    reply: FastifyReply,
+    userId: string,
+    key: ExportCacheKey,
+    encoding: ContentEncoding,
+    log: ExportLog,
+  ): Promise<void> {
     const { excludeCategories, includeContentHtml, format } = key;
     const res = reply.raw;
     copyReplyHeaders(reply);
     let result;
     try {
-      result = await streamExport(exportSql, { userId, bookSlug: req.params.bookSlug, excludeCategories, includeContentHtml, format }, res, {
+      const request = { userId, bookSlug: req.params.bookSlug, excludeCategories, includeContentHtml, format, encoding };
+      result = await streamExport(exportSql, request, res, {
         mediaProxyPrefix: config.mediaProxyPrefix,
         batchSize: config.exportBatchSize,
         ...(rewritePool ? { rewritePool, offloadBytes: config.rewriteOffloadBytes } : {}),
@@ -187,7 +206,7 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
         ...(cache.maxBytes > 0 ? { captureUpTo: cache.maxEntryBytes } : {}),
         onHeaders: (version) => {
           reply.hijack();
-          res.setHeader('etag', etagOf(key, version));
+          res.setHeader('etag', etagOf(key, encoding, version));
         },
       });
     } catch (err) {

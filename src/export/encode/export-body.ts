@@ -8,7 +8,7 @@ import { encodeClosing, encodeDocument, encodeOpening } from './document-encoder
 import { JsonChunker } from './json-encoder.js';
 import { FRAMING, type BodyFormat, type Framing } from './body-format.js';
 import type { BookRow, DocumentRow } from '../snapshot/query.js';
-import type { ResponseWriter } from '../respond/response-writer.js';
+import type { BodySink } from '../respond/compression.js';
 
 export interface ExportBodyOptions {
   mediaProxyPrefix: string;
@@ -18,6 +18,8 @@ export interface ExportBodyOptions {
   chunkSize?: number;
   /** Keep a copy of the body while it is at most this many bytes. */
   captureUpTo?: number;
+  /** Flush the sink after every batch: a compressor holds back what it was given (decisions.md D9.3). */
+  flushEachBatch?: boolean;
 }
 
 export class ExportBody {
@@ -28,8 +30,9 @@ export class ExportBody {
   #captured: Buffer[] | null;
   #capturedBytes = 0;
 
+  /** Writes into `sink` (the response, compressed or not: respond/compression.ts). */
   constructor(
-    private readonly writer: ResponseWriter,
+    private readonly sink: BodySink,
     private readonly opts: ExportBodyOptions,
   ) {
     this.#chunker = new JsonChunker(opts.chunkSize);
@@ -63,19 +66,25 @@ export class ExportBody {
       encodeDocument(rows[i]!, this.opts.mediaProxyPrefix, this.#chunker, html[i]);
       if (this.#framing.afterDocument !== null) this.#chunker.push(this.#framing.afterDocument);
       this.#count++;
-      if (this.#chunker.full) await this.flush();
+      if (this.#chunker.full) await this.#writeChunks();
     }
+    if (this.opts.flushEachBatch) await this.flush();
   }
 
-  /** Writes what is encoded so far, full chunk or not. Throws ClientGoneError. */
+  /** Writes what is encoded so far, full chunk or not, and flushes the sink. Throws ClientGoneError. */
   async flush(): Promise<void> {
+    await this.#writeChunks();
+    await this.sink.flush();
+  }
+
+  async #writeChunks(): Promise<void> {
     for (const chunk of this.#chunker.takeChunks()) {
       if (this.#captured !== null) {
         this.#capturedBytes += chunk.length;
         if (this.#capturedBytes <= this.opts.captureUpTo!) this.#captured.push(chunk);
         else this.#captured = null;
       }
-      await this.writer.write(chunk);
+      await this.sink.write(chunk);
     }
   }
 
@@ -85,6 +94,7 @@ export class ExportBody {
    */
   async finish(): Promise<void> {
     this.#chunker.push(encodeClosing(this.#count, this.#format));
-    await this.flush();
+    await this.#writeChunks();
+    await this.sink.end();
   }
 }

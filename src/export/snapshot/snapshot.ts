@@ -110,8 +110,13 @@ export async function inSnapshot<T>(
       return new Promise<never>(() => {}); // sends no ROLLBACK on the dead connection (see above)
     }
   });
-  // begin() rejects when its connection closes, even while the callback still waits.
-  transaction.catch((err: unknown) => fail(err));
+  // begin() rejects when its connection closes, even while the callback still waits. The callback
+  // may then fail with an error of its own (a body sink torn down meanwhile): the connection is
+  // still lost, and begin() must not be let to send ROLLBACK on it (see above).
+  transaction.catch((err: unknown) => {
+    if (isConnectionLost(err)) lost = true;
+    fail(err);
+  });
   try {
     return (await Promise.race([transaction, failed])) as T;
   } finally {

@@ -3,6 +3,7 @@
  * order with meta.count last, chunks of small parts joined, a large document written without being
  * copied into a chunk (JsonChunker.takeChunks), and the cache's copy kept only within its limit.
  */
+import { bodySink } from '../../../src/export/respond/compression.js';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
@@ -29,7 +30,7 @@ async function serve<T>(write: (body: ExportBody, writer: ResponseWriter) => Pro
   const server = http.createServer(async (_req, res) => {
     res.writeHead(200, { 'content-type': 'application/json' });
     const writer = new ResponseWriter(res, { stallTimeoutMs: 10_000, minDrainBytesPerS: 0, maxDurationMs: 0 });
-    const body = new ExportBody(writer, { mediaProxyPrefix: '/media/', chunkSize: 1024, ...(captureUpTo !== undefined ? { captureUpTo } : {}) });
+    const body = new ExportBody(bodySink(writer, 'identity'), { mediaProxyPrefix: '/media/', chunkSize: 1024, ...(captureUpTo !== undefined ? { captureUpTo } : {}) });
     result = await write(body, writer);
     writer.close();
     res.end();
