@@ -23,6 +23,9 @@ COPY --from=build --chown=root:root /app/dist ./dist
 COPY --chown=root:root sql ./sql
 USER node
 EXPOSE 3000
+# decisions.md D10.2: ready when the database (and Redis) answered in the last few seconds.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/readyz', { signal: AbortSignal.timeout(2000) }).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # The executable directly, not through npm, so SIGTERM reaches the server and its graceful shutdown,
 # and its shebang's runtime settings (V8 flags, glibc malloc) apply: src/cli.ts says why.
 CMD ["dist/src/cli.js", "serve"]

@@ -18,6 +18,7 @@ import { EXPORT_PATH } from './http/routes.js';
 import { Readiness, registerHealth, type ReadinessProbe } from './http/health.js';
 import { requestIdOf } from './http/request-id.js';
 import { Metrics, registerMetricsRoute } from './observe/metrics.js';
+import { registerOpenApiRoute } from './http/openapi.js';
 import { OutageLog } from './http/outage-log.js';
 import { installPreRouting, methodsExcept, preRoutingOptions } from './http/pre-routing.js';
 
@@ -133,6 +134,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorate('metrics', metrics);
   // decisions.md D10.1-D10.3: outside the open API's context, so neither keyed nor rate limited.
   if (config.metricsPort === undefined) registerMetricsRoute(app, metrics);
+  registerOpenApiRoute(app);
   const probes: ReadinessProbe[] = [{ name: 'database', check: () => sql`SELECT 1` }];
   if (redis) {
     const store = redis;

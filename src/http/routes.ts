@@ -28,4 +28,5 @@ export const ROUTES: readonly ServedRoute[] = [
   served(EXPORT_PATH, ['GET', 'HEAD']),
   served('/livez', ['GET', 'HEAD']),
   served('/readyz', ['GET', 'HEAD']),
+  served('/openapi.json', ['GET', 'HEAD']),
 ];

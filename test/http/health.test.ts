@@ -3,6 +3,8 @@
  * readiness follows the database through a TCP proxy the test cuts and restores, from a cached
  * check (a burst of probes sends nothing to PostgreSQL). SIGTERM's readiness is in test/server.test.ts.
  */
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { call } from '../helpers/http.js';
@@ -65,4 +67,24 @@ t.test('/readyz turns 503 when the database stops answering, and 200 again when 
   proxy.resume();
   const up = await readyzUntil(server.url, 200, 10_000);
   t.equal(up.status, 200, 'ready again once it answers');
+});
+
+t.test("the Docker image's HEALTHCHECK command asks /readyz: exit 0 when ready, 1 when not", async (t) => {
+  const dockerfile = readFileSync(new URL('../../Dockerfile', import.meta.url), 'utf8');
+  const cmd = JSON.parse(/HEALTHCHECK[^\n]*\\\n\s*CMD (\[.*\])/.exec(dockerfile)![1]!) as string[];
+  t.equal(cmd[0], 'node');
+  const db = await createTestDatabase(t);
+  const proxy = await startTcpProxy(t, targetOf(db.url));
+  const server = await startLoggedServer(t, proxy.urlFor(db.url), { DB_TIMEOUT_MS: '800' });
+  const run = () =>
+    new Promise<number | null>((resolve) => {
+      execFile(process.execPath, cmd.slice(1), { env: { ...process.env, PORT: new URL(server.url).port } }, (err) =>
+        resolve(err ? ((err as { code?: number }).code ?? 1) : 0),
+      );
+    });
+  t.equal(await run(), 0, 'ready: healthy');
+  proxy.stall();
+  await readyzUntil(server.url, 503, 10_000);
+  t.equal(await run(), 1, 'the database silent: unhealthy');
+  proxy.resume();
 });
