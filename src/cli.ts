@@ -9,7 +9,7 @@
  * settings give large buffers mappings of their own that are unmapped when freed, and cap the
  * arenas the worker threads may take. bench/optimisations.md has the figures behind each.
  */
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import {
   createKeyCommand,
@@ -21,6 +21,26 @@ import {
 import { serve } from './server.js';
 
 const print = (line: string) => process.stdout.write(line + '\n');
+
+interface BackupCliOptions {
+  server: string;
+  book: string;
+  out: string;
+  format: 'json' | 'ndjson';
+  includeCategories?: boolean;
+  html: boolean;
+  ifChanged?: boolean;
+  retries: number;
+  timeout: number;
+  keyFile?: string;
+  quiet?: boolean;
+}
+
+/** A whole number option; anything else is a usage error (exit 2). */
+function integerOption(value: string): number {
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError('must be a whole number');
+  return Number(value);
+}
 
 function config(): Config {
   return loadConfig(process.env);
@@ -40,7 +60,12 @@ function action<A extends unknown[]>(fn: (...args: A) => Promise<void>): (...arg
   };
 }
 
+// Usage errors (unknown options, missing arguments, bad values) exit 2, as the backup's exit codes
+// document; --help and --version exit 0. Set before the commands are made: they inherit it.
 const program = new Command('kb-export')
+  .exitOverride((err) => {
+    process.exit(err.exitCode === 0 ? 0 : 2);
+  })
   .description('Streaming export server for very large knowledge bases.\nConfiguration is read from the environment: see README.md.')
   .showHelpAfterError()
   .addHelpText(
@@ -90,6 +115,70 @@ keys
   .description('revoke an API key; requests with it get 401 from then on')
   .argument('<keyId>', 'the key id printed by keys create')
   .action(action(async (id: string) => revokeKeyCommand(config(), id, print)));
+
+program
+  .command('backup')
+  .description('download an export, verified, atomically into PATH (the key from KB_EXPORT_API_KEY or --key-file)')
+  .requiredOption('--server <url>', 'the kb-export server, e.g. http://127.0.0.1:3000')
+  .requiredOption('--book <slug>', 'the knowledge base slug')
+  .requiredOption('--out <path>', 'the file to write (.gz, .br, .zst: compressed); - for standard output')
+  .addOption(new Option('--format <format>', 'json or ndjson').choices(['json', 'ndjson']).default('json'))
+  .option('--include-categories', 'include folder nodes (excludeCategories=false)')
+  .option('--no-html', 'contentHtml as null (includeContentHtml=false)')
+  .option('--if-changed', 'keep the ETag in PATH.etag and download only when the export changed')
+  .option('--retries <n>', 'attempts after the first for 429, 503 and cut connections', integerOption, 5)
+  .option('--timeout <seconds>', 'longest wait for the server to answer or send more data', integerOption, 300)
+  .option('--key-file <file>', 'read the API key from this file instead of KB_EXPORT_API_KEY')
+  .option('--quiet', 'no progress and no final line')
+  .addHelpText(
+    'after',
+    `
+Exit codes: 0 written or unchanged, 1 failed after retries, 2 usage error, 3 key refused or
+knowledge base not found. PATH is replaced only by a whole export (well-formed, success true,
+meta.count equal to the documents); anything else leaves it as it was.
+
+Example (cron):
+  KB_EXPORT_API_KEY=kbx_… kb-export backup --server https://kb.example.com --book handbook \\
+    --out /backups/handbook.json.gz --if-changed --quiet`,
+  )
+  .action(async (opts: BackupCliOptions) => {
+    const { runBackup, BackupError } = await import('./backup/backup-command.js');
+    try {
+      const line = await runBackup(
+        {
+          server: opts.server,
+          book: opts.book,
+          out: opts.out,
+          format: opts.format,
+          includeCategories: Boolean(opts.includeCategories),
+          html: opts.html,
+          ifChanged: Boolean(opts.ifChanged),
+          retries: opts.retries,
+          timeoutS: opts.timeout,
+          quiet: Boolean(opts.quiet),
+          ...(opts.keyFile !== undefined ? { keyFile: opts.keyFile } : {}),
+        },
+        (l) => process.stderr.write(`kb-export backup: ${l}\n`),
+      );
+      if (!opts.quiet) process.stderr.write(`${line}\n`);
+    } catch (err) {
+      process.stderr.write(`kb-export backup: ${(err as Error).message}\n`);
+      process.exitCode = err instanceof BackupError ? err.exitCode : 1;
+    }
+  });
+
+program
+  .command('restore')
+  .description('load an export (a backup, JSON or NDJSON, .gz/.br/.zst too) back as a knowledge base, all-or-nothing')
+  .requiredOption('--owner <userId>', 'the user who will own the restored knowledge base')
+  .requiredOption('--file <path>', 'the export file')
+  .addOption(new Option('--format <format>', 'json or ndjson (default: ndjson when the name ends .ndjson or .jsonl, before any .gz/.br/.zst)').choices(['json', 'ndjson']))
+  .action(
+    action(async (opts: { owner: string; file: string; format?: 'json' | 'ndjson' }) => {
+      const { restoreCommand } = await import('./backup/restore-command.js');
+      await restoreCommand(config(), opts, print);
+    }),
+  );
 
 program
   .command('import-html')

@@ -142,11 +142,12 @@ export class SeedWriter {
 
   /**
    * Flushes, then checks what a stream reader cannot check record by record: every parentId names a
-   * document of the same book (seed-format.md rule 1), every document's book exists.
+   * document of the same book (seed-format.md rule 1; `checkParents: false` for a restored export,
+   * whose documents may name an inactive parent it does not hold), every document's book exists.
    */
-  async finish(): Promise<LoadSummary> {
+  async finish(opts: { checkParents?: boolean } = {}): Promise<LoadSummary> {
     await this.flush();
-    if (this.bookIds.length > 0) {
+    if (this.bookIds.length > 0 && opts.checkParents !== false) {
       const [orphan] = await this.tx<{ id: string; parent_id: string }[]>`
         SELECT d.id, d.parent_id FROM documents d
         WHERE d.book_id = ANY(${this.bookIds}) AND d.parent_id IS NOT NULL

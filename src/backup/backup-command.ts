@@ -1,0 +1,120 @@
+/**
+ * `kb-export backup`: the client that cron jobs, CI pipelines and ETL schedulers run. It writes a
+ * verified export to PATH atomically (output.ts), retries what can succeed later, and says with
+ * its exit code what happened:
+ * - 0: written, or unchanged (`--if-changed` and a 304);
+ * - 1: failed after its retries (the server unavailable, the body cut short every time);
+ * - 2: a usage error (a bad option, no key);
+ * - 3: the key refused (401) or the knowledge base not found (404), or a 400: retrying cannot help.
+ * Retries: 429 and 503 wait for Retry-After (at most 60 s, plus up to half of it at random, so many
+ * clients do not return at once); connection errors and cut bodies retry from the start after 1 s,
+ * 2 s, 4 s … (at most 30 s). The key comes from KB_EXPORT_API_KEY or --key-file, never argv.
+ */
+import { readFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { attemptBackup, type AttemptResult } from './download.js';
+import { etagFileOf } from './output.js';
+import type { BackupFormat } from './verify.js';
+import { progressReporter } from '../cli/progress.js';
+
+export interface BackupOptions {
+  server: string;
+  book: string;
+  out: string;
+  format: BackupFormat;
+  includeCategories: boolean;
+  html: boolean;
+  ifChanged: boolean;
+  retries: number;
+  timeoutS: number;
+  quiet: boolean;
+  keyFile?: string;
+}
+
+/** A failure with its exit code; the message is printed as it is. */
+export class BackupError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode: 1 | 2 | 3,
+  ) {
+    super(message);
+  }
+}
+
+const RETRY_AFTER_CAP_S = 60;
+const BACKOFF_MAX_MS = 30_000;
+
+/** The key: from --key-file (first line) or KB_EXPORT_API_KEY. Throws BackupError (2) when there is none. */
+async function apiKey(o: BackupOptions, env: NodeJS.ProcessEnv): Promise<string> {
+  if (o.keyFile !== undefined) {
+    const text = await readFile(o.keyFile, 'utf8').catch(() => {
+      throw new BackupError(`cannot read the key file ${o.keyFile}`, 2);
+    });
+    const key = text.split('\n', 1)[0]!.trim();
+    if (key === '') throw new BackupError(`the key file ${o.keyFile} is empty`, 2);
+    return key;
+  }
+  const key = env.KB_EXPORT_API_KEY?.trim();
+  if (!key) throw new BackupError('no API key: set KB_EXPORT_API_KEY or pass --key-file FILE (never the key itself on the command line)', 2);
+  return key;
+}
+
+function exportUrl(o: BackupOptions): string {
+  let base: URL;
+  try {
+    base = new URL(o.server);
+  } catch {
+    throw new BackupError(`--server must be a URL such as http://127.0.0.1:3000, got "${o.server}"`, 2);
+  }
+  if (base.protocol !== 'http:' && base.protocol !== 'https:') throw new BackupError('--server must be an http:// or https:// URL', 2);
+  const url = new URL(`${base.pathname.replace(/\/$/, '')}/api/v1/open/books/${encodeURIComponent(o.book)}/docs`, base);
+  url.searchParams.set('excludeCategories', String(!o.includeCategories));
+  url.searchParams.set('includeContentHtml', String(o.html));
+  return url.toString();
+}
+
+/** Runs the backup; resolves with the final line to print. Throws BackupError. */
+export async function runBackup(o: BackupOptions, log: (line: string) => void, env: NodeJS.ProcessEnv = process.env): Promise<string> {
+  if (o.out === '-' && o.ifChanged) throw new BackupError('--if-changed needs a file: it keeps the ETag beside it', 2);
+  const key = await apiKey(o, env);
+  const url = exportUrl(o);
+  const etag = o.ifChanged ? ((await readFile(etagFileOf(o.out), 'utf8').catch(() => '')).trim() || null) : null;
+  const started = Date.now();
+  let lastBytes = 0;
+  let lastReport = Date.now();
+  // On a terminal a bar; elsewhere (cron, CI) a plain line every 5 s.
+  const bar = !o.quiet && process.stderr.isTTY ? progressReporter('backup: bytes received', 0) : null;
+  const onBytes = (bytes: number) => {
+    lastBytes = bytes;
+    bar?.update(bytes);
+    if (bar !== null || o.quiet || Date.now() - lastReport < 5000) return;
+    lastReport = Date.now();
+    log(`${(bytes / 1e6).toFixed(1)} MB in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  };
+  let failures = 0;
+  for (;;) {
+    lastBytes = 0;
+    const result: AttemptResult = await attemptBackup({ url, key, format: o.format, out: o.out, etag, keepEtag: o.ifChanged, timeoutS: o.timeoutS, onBytes });
+    bar?.stop();
+    const seconds = ((Date.now() - started) / 1000).toFixed(1);
+    if (result.kind === 'written') {
+      return `wrote ${o.out}: ${result.documents} documents, ${result.bytes} bytes in ${seconds} s, ETag ${result.etag ?? 'none'}`;
+    }
+    if (result.kind === 'unchanged') return `unchanged: ${o.out} is current (ETag ${result.etag}), nothing downloaded`;
+    if (result.kind === 'refused' && [400, 401, 404].includes(result.status)) {
+      throw new BackupError(`the server refused the export: ${result.status} ${result.code}: ${result.message}`, 3);
+    }
+    const why =
+      result.kind === 'refused' ? `${result.status} ${result.code}${result.message ? `: ${result.message}` : ''}` : `${result.reason} (after ${lastBytes} bytes)`;
+    // Bytes already on standard output cannot be taken back: no second attempt after them.
+    if (o.out === '-' && lastBytes > 0) throw new BackupError(`backup failed: ${why}; the output is incomplete`, 1);
+    if (failures >= o.retries) throw new BackupError(`backup failed after ${failures + 1} attempt(s): ${why}; ${o.out === '-' ? 'the output is incomplete' : `${o.out} was left as it was`}`, 1);
+    failures++;
+    const waitMs =
+      result.kind === 'refused' && result.retryAfterS !== null
+        ? Math.min(result.retryAfterS, RETRY_AFTER_CAP_S) * 1000 * (1 + Math.random() / 2)
+        : Math.min(BACKOFF_MAX_MS, 1000 * 2 ** (failures - 1));
+    if (!o.quiet) log(`attempt ${failures} failed: ${why}; retrying in ${(waitMs / 1000).toFixed(1)} s`);
+    await sleep(waitMs);
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * Reads an export file back (`kb-export restore`): JSON or NDJSON, plain or compressed by its name
+ * (`.gz`, `.br`, `.zst`), one record at a time, so memory stays bounded by the largest document.
+ * Yields the book first, then each document, and checks at the end that `meta.count` is there and
+ * equals the documents read (a truncated backup is refused, never restored in part).
+ */
+import { createReadStream } from 'node:fs';
+import { createInterface } from 'node:readline';
+import type { Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import zlib from 'node:zlib';
+import { parser } from 'stream-json';
+import { pick } from 'stream-json/filters/pick.js';
+import { streamValues } from 'stream-json/streamers/stream-values.js';
+
+export type ExportRecord = { kind: 'book'; book: Record<string, unknown> } | { kind: 'document'; document: Record<string, unknown> };
+
+type ZstdZlib = typeof zlib & { createZstdDecompress?: () => Transform };
+
+function decompressed(file: string): Readable {
+  const raw = createReadStream(file);
+  const wrap = (t: Transform) => {
+    raw.on('error', (err) => t.destroy(err));
+    return raw.pipe(t);
+  };
+  if (file.endsWith('.gz')) return wrap(zlib.createGunzip());
+  if (file.endsWith('.br')) return wrap(zlib.createBrotliDecompress());
+  if (file.endsWith('.zst')) {
+    const zstd = (zlib as ZstdZlib).createZstdDecompress;
+    if (typeof zstd !== 'function') throw new Error('.zst needs a Node.js with zstd (22.15 or later)');
+    return wrap(zstd());
+  }
+  return raw;
+}
+
+/** Whether a file holds NDJSON by its name (`.ndjson`, `.jsonl`, before any compression suffix); `restore --format` overrides it. */
+export function isNdjsonFile(file: string): boolean {
+  return /\.(ndjson|jsonl)(\.(gz|br|zst))?$/.test(file);
+}
+
+/** The records of an export file. Throws when it is not a whole export. */
+export async function* readExport(file: string, ndjson = isNdjsonFile(file)): AsyncGenerator<ExportRecord> {
+  let documents = 0;
+  let count: number | null = null;
+  let book = false;
+  const take = function* (value: Record<string, unknown>, where: 'book' | 'document' | 'meta') {
+    if (where === 'book') {
+      book = true;
+      yield { kind: 'book' as const, book: value };
+    } else if (where === 'document') {
+      if (!book) throw new Error('a document before the book');
+      documents++;
+      yield { kind: 'document' as const, document: value };
+    } else count = Number(value.count);
+  };
+  if (ndjson) {
+    const input = decompressed(file);
+    const lines = createInterface({ input, crlfDelay: Infinity });
+    // readline does not pass its input's errors on: a cut gzip stream must end the loop with one.
+    input.on('error', (err) => lines.emit('error', err));
+    let n = 0;
+    for await (const line of lines) {
+      if (line === '') continue;
+      const record = JSON.parse(line) as Record<string, unknown>;
+      if (n++ === 0) {
+        if (record.success !== true || typeof record.book !== 'object') throw new Error('the first line is not {"success":true,"book":{…}}');
+        yield* take(record.book as Record<string, unknown>, 'book');
+      } else if ('meta' in record) yield* take(record.meta as Record<string, unknown>, 'meta');
+      else yield* take(record, 'document');
+    }
+  } else {
+    const values = streamValues.asStream();
+    // Any stage's error (a file that is not JSON, a cut gzip stream) ends the iteration with it.
+    pipeline(decompressed(file), parser.asStream(), pick.asStream({ filter: /^(?:book|meta|documents\.\d+)$/ }), values).catch((err: Error) =>
+      values.destroy(err),
+    );
+    for await (const { value } of values as AsyncIterable<{ value: Record<string, unknown> }>) {
+      // pick passes the values in file order: the book, the documents, then meta.
+      if (!book) yield* take(value, 'book');
+      else if (count === null && 'count' in value && !('id' in value)) yield* take(value, 'meta');
+      else yield* take(value, 'document');
+    }
+  }
+  if (!book) throw new Error('no book in the file');
+  if (count === null) throw new Error('no meta.count: the export was cut short');
+  if (count !== documents) throw new Error(`meta.count is ${count} but the file holds ${documents} documents`);
+}

@@ -1,0 +1,158 @@
+/**
+ * `kb-export backup` as a child process over real sockets against a real server and PostgreSQL:
+ * the file equals a direct GET byte for byte (JSON, NDJSON, .gz), --if-changed costs one 304 and
+ * leaves the file alone, refusals that retrying cannot cure exit 3 after one request, Retry-After
+ * is waited for, and a body cut mid-stream (a TCP proxy between client and server) never replaces
+ * the old file nor leaves a temporary one; a retry after the cut writes the whole export.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import zlib from 'node:zlib';
+import t from 'tap';
+import { request } from 'undici';
+import { startServer } from '../helpers/app.js';
+import { createTestDatabase } from '../helpers/db.js';
+import { seedGeneratedBooks } from '../helpers/generated-kb.js';
+import { startTcpProxy } from '../helpers/tcp-proxy.js';
+
+const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/src/cli.js');
+const PATH = '/api/v1/open/books/kb/docs?excludeCategories=true&includeContentHtml=true';
+
+interface Run {
+  code: number;
+  stdout: Buffer;
+  stderr: string;
+  ms: number;
+}
+
+function backup(args: string[], env: Record<string, string> = { KB_EXPORT_API_KEY: 'kbx_u1' }): Promise<Run> {
+  const started = Date.now();
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, 'backup', ...args], { env: { ...process.env, ...env }, encoding: 'buffer', maxBuffer: 1e9 }, (err, stdout, stderr) =>
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr: stderr.toString(), ms: Date.now() - started }),
+    );
+  });
+}
+
+async function direct(base: string, accept = 'application/json'): Promise<Buffer> {
+  const res = await request(`${base}${PATH}`, { headers: { authorization: 'Bearer kbx_u1', accept } });
+  return Buffer.from(await res.body.arrayBuffer());
+}
+
+const db = await createTestDatabase(t);
+await seedGeneratedBooks(db.sql, [{ slug: 'kb', documents: 300, paragraphs: 2 }]);
+const server = await startServer(t, { EXPORT_BATCH_SIZE: '16' }, db);
+const dir = mkdtempSync(path.join(os.tmpdir(), 'kbx-backup-'));
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+const out = (name: string) => path.join(dir, name);
+const leftovers = () => readdirSync(dir).filter((f) => f.endsWith('.tmp'));
+
+t.test('a backup equals a direct GET byte for byte: JSON, .gz, NDJSON, standard output', async (t) => {
+  const want = await direct(server.url);
+  const json = await backup(['--server', server.url, '--book', 'kb', '--out', out('a.json')]);
+  t.equal(json.code, 0, json.stderr);
+  t.ok(readFileSync(out('a.json')).equals(want), 'the file is the body the server sends');
+  t.match(json.stderr, /wrote .*a\.json: \d+ documents, \d+ bytes in [\d.]+ s, ETag "kbx1-/);
+  const gz = await backup(['--server', server.url, '--book', 'kb', '--out', out('a.json.gz'), '--quiet']);
+  t.equal(gz.code, 0, gz.stderr);
+  t.equal(gz.stderr, '', '--quiet prints nothing');
+  t.ok(zlib.gunzipSync(readFileSync(out('a.json.gz'))).equals(want), '.gz decompresses to the same bytes');
+  const nd = await backup(['--server', server.url, '--book', 'kb', '--out', out('a.ndjson'), '--format', 'ndjson']);
+  t.equal(nd.code, 0, nd.stderr);
+  t.ok(readFileSync(out('a.ndjson')).equals(await direct(server.url, 'application/x-ndjson')), 'NDJSON lines as the server sends them');
+  const stdout = await backup(['--server', server.url, '--book', 'kb', '--out', '-', '--quiet']);
+  t.equal(stdout.code, 0);
+  t.ok(stdout.stdout.equals(want), '- writes the body to standard output');
+  t.same(leftovers(), [], 'no temporary file left');
+});
+
+t.test('--if-changed: the second run is one 304 that leaves the file alone; a change replaces it', async (t) => {
+  const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
+  const base = `http://127.0.0.1:${proxy.port}`;
+  const file = out('b.json');
+  const first = await backup(['--server', base, '--book', 'kb', '--out', file, '--if-changed']);
+  t.equal(first.code, 0, first.stderr);
+  t.match(readFileSync(`${file}.etag`, 'utf8'), /^"kbx1-.+"\n$/, 'the ETag is kept beside the file');
+  const before = { bytes: readFileSync(file), mtime: statSync(file).mtimeMs };
+  const stats = proxy.stats();
+  const second = await backup(['--server', base, '--book', 'kb', '--out', file, '--if-changed']);
+  t.equal(second.code, 0);
+  t.match(second.stderr, /unchanged/);
+  t.equal(proxy.stats().accepted - stats.accepted, 1, 'one connection');
+  t.ok(proxy.stats().bytesToClient - stats.bytesToClient < 2000, 'and no body: a 304');
+  t.ok(readFileSync(file).equals(before.bytes), 'the same bytes');
+  t.equal(statSync(file).mtimeMs, before.mtime, 'the same mtime');
+
+  await db.sql`UPDATE documents SET name = 'renamed by the test' WHERE id = (SELECT min(id) FROM documents WHERE status = 1 AND type <> 'category')`;
+  const third = await backup(['--server', base, '--book', 'kb', '--out', file, '--if-changed']);
+  t.equal(third.code, 0, third.stderr);
+  t.ok(readFileSync(file).includes('renamed by the test'), 'replaced after a document changed');
+  t.ok(readFileSync(file).equals(await direct(server.url)));
+});
+
+t.test('401 and 404: exit 3 after one request, the server code shown; usage errors exit 2', async (t) => {
+  const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
+  const base = `http://127.0.0.1:${proxy.port}`;
+  const badKey = await backup(['--server', base, '--book', 'kb', '--out', out('c.json')], { KB_EXPORT_API_KEY: 'kbx_nobody' });
+  t.equal(badKey.code, 3);
+  t.match(badKey.stderr, /401 INVALID_API_KEY/);
+  const missing = await backup(['--server', base, '--book', 'nope', '--out', out('c.json')]);
+  t.equal(missing.code, 3);
+  t.match(missing.stderr, /404 BOOK_NOT_FOUND/);
+  t.equal(proxy.stats().accepted, 2, 'one request each, no retry');
+  t.throws(() => statSync(out('c.json')), 'nothing written');
+  const noKey = await backup(['--server', base, '--book', 'kb', '--out', out('c.json')], { KB_EXPORT_API_KEY: '' });
+  t.equal(noKey.code, 2);
+  t.match(noKey.stderr, /KB_EXPORT_API_KEY/);
+  t.equal((await backup(['--server', base, '--book', 'kb'])).code, 2, 'no --out');
+  t.equal((await backup(['--server', base, '--book', 'kb', '--out', out('c.json'), '--retries', 'many'])).code, 2);
+  const keyFile = out('key');
+  writeFileSync(keyFile, 'kbx_u1\n');
+  t.equal((await backup(['--server', base, '--book', 'kb', '--out', out('c.json'), '--key-file', keyFile], { KB_EXPORT_API_KEY: '' })).code, 0, '--key-file');
+});
+
+t.test('429 with Retry-After, then 200: the client waits, then writes the export', async (t) => {
+  const body = await direct(server.url);
+  let requests = 0;
+  const stub = http.createServer((_req, res) => {
+    if (requests++ === 0) {
+      res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '1' });
+      res.end(JSON.stringify({ success: false, code: 'RATE_LIMITED', message: 'Too many requests, retry later' }));
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', etag: '"stub"' });
+    res.end(body);
+  });
+  await new Promise<void>((resolve) => stub.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => stub.close());
+  const run = await backup(['--server', `http://127.0.0.1:${(stub.address() as { port: number }).port}`, '--book', 'kb', '--out', out('d.json')]);
+  t.equal(run.code, 0, run.stderr);
+  t.equal(requests, 2);
+  t.ok(run.ms >= 1000, `waited for Retry-After (${run.ms} ms)`);
+  t.match(run.stderr, /429 RATE_LIMITED.*retrying in/);
+  t.ok(readFileSync(out('d.json')).equals(body));
+});
+
+t.test('a body cut mid-stream: exit 1 with the old file intact and no temporary file; a retry writes the whole export', async (t) => {
+  const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
+  const base = `http://127.0.0.1:${proxy.port}`;
+  const file = out('e.json');
+  writeFileSync(file, 'the old backup');
+  proxy.cutAfter(100_000);
+  const cut = await backup(['--server', base, '--book', 'kb', '--out', file, '--retries', '0']);
+  t.equal(cut.code, 1, cut.stderr);
+  t.match(cut.stderr, /failed after 1 attempt/);
+  t.equal(readFileSync(file, 'utf8'), 'the old backup', 'the old file is intact');
+  t.same(leftovers(), [], 'no temporary file left');
+
+  proxy.cutAfter(100_000);
+  const retried = await backup(['--server', base, '--book', 'kb', '--out', file, '--retries', '2']);
+  t.equal(retried.code, 0, retried.stderr);
+  t.match(retried.stderr, /attempt 1 failed/);
+  t.ok(readFileSync(file).equals(await direct(server.url)), 'the whole export after the retry');
+  t.same(leftovers(), []);
+});
