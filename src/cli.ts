@@ -11,14 +11,8 @@
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { ConfigError, loadConfig, type Config } from './config.js';
-import {
-  createKeyCommand,
-  importHtmlCommand,
-  loadCommand,
-  migrateCommand,
-  revokeKeyCommand,
-} from './cli/commands.js';
-import { serve } from './server.js';
+// Each command loads what it needs when it runs: the backup client never loads the server.
+const commands = () => import('./cli/commands.js');
 
 const print = (line: string) => process.stdout.write(line + '\n');
 
@@ -87,20 +81,20 @@ program
   .option('--demo', 'development: migrate, load a generated demo knowledge base into an empty embedded database, print a key and a curl command')
   .action(
     action(async (opts: { demo?: boolean; migrate?: boolean }) =>
-      serve(config(), { demo: Boolean(opts.demo), migrate: Boolean(opts.migrate) }),
+      import('./server.js').then(({ serve }) => serve(config(), { demo: Boolean(opts.demo), migrate: Boolean(opts.migrate) })),
     ),
   );
 
 program
   .command('migrate')
   .description('apply pending database migrations (sql/NNNN_*.sql); the only command that changes the schema')
-  .action(action(async () => migrateCommand(config(), print)));
+  .action(action(async () => (await commands()).migrateCommand(config(), print)));
 
 program
   .command('load')
   .description('load a seed file (users, API keys, knowledge bases, documents) all-or-nothing')
   .argument('<file>', 'seed file, see seed-format.md')
-  .action(action(async (file: string) => loadCommand(config(), file, print)));
+  .action(action(async (file: string) => (await commands()).loadCommand(config(), file, print)));
 
 const keys = program.command('keys').description('create and revoke API keys');
 keys
@@ -109,12 +103,12 @@ keys
   .requiredOption('--user <id>', 'the user the key belongs to')
   .option('--expires-at <iso>', 'expiry time, ISO 8601 (default: never)')
   .option('--id <id>', 'key id (default: derived from the key)')
-  .action(action(async (opts: { user: string; expiresAt?: string; id?: string }) => createKeyCommand(config(), opts, print)));
+  .action(action(async (opts: { user: string; expiresAt?: string; id?: string }) => (await commands()).createKeyCommand(config(), opts, print)));
 keys
   .command('revoke')
   .description('revoke an API key; requests with it get 401 from then on')
   .argument('<keyId>', 'the key id printed by keys create')
-  .action(action(async (id: string) => revokeKeyCommand(config(), id, print)));
+  .action(action(async (id: string) => (await commands()).revokeKeyCommand(config(), id, print)));
 
 program
   .command('backup')
@@ -190,7 +184,7 @@ program
   .addOption(new Option('--id <bookId>', 'knowledge base id (default: OWNER:SLUG)'))
   .action(
     action(async (dir: string, opts: { owner: string; slug: string; name?: string; id?: string }) =>
-      importHtmlCommand(config(), dir, opts, print),
+      commands().then((c) => c.importHtmlCommand(config(), dir, opts, print)),
     ),
   );
 
