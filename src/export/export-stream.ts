@@ -175,6 +175,9 @@ export async function streamExport(sql: Sql, req: ExportRequest, res: ServerResp
       writer.check();
       settings.onHeaders?.(version);
       res.writeHead(200, exportHeaders(req.format ?? 'json', encoding));
+      // The status line goes out now, not with the first compressed bytes a compressor may still
+      // hold: a failure from here on is an aborted 200, the same with or without compression (D6.3).
+      res.flushHeaders();
       started = true;
       body.open(book);
       await body.writeBatch(first, firstHtml);
