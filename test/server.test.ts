@@ -53,6 +53,19 @@ async function waitFor<T>(what: string, fn: () => T | undefined, ms = 60_000): P
   }
 }
 
+/** A fresh database where user u1 (key kbx_u1) owns `kb` with `documents` generated documents. */
+async function databaseWithDocuments(t: { teardown(fn: () => unknown): void }, documents: number, seedNo: number) {
+  const db = await createTestDatabase(t);
+  await seed(db.sql, simpleSeed([]));
+  await db.sql.begin(async (tx) => {
+    const w = new SeedWriter(tx);
+    await w.begin();
+    for (const d of generateDocuments({ bookId: 'b-u1', documents, seed: seedNo, paragraphs: 2 })) await w.addDocument('b-u1', d);
+    await w.finish();
+  });
+  return db;
+}
+
 const listening = (s: Served) => () => /listening at (http:\/\/[0-9.]+:\d+)/.exec(s.output())?.[1];
 
 t.before(() => {
@@ -100,14 +113,7 @@ t.test('a plain serve never loads the data generator (only --demo does)', async 
 });
 
 t.test('SIGTERM lets a running export finish, then the server exits 0', async (t) => {
-  const db = await createTestDatabase(t);
-  await seed(db.sql, simpleSeed([]));
-  await db.sql.begin(async (tx) => {
-    const w = new SeedWriter(tx);
-    await w.begin();
-    for (const d of generateDocuments({ bookId: 'b-u1', documents: 3000, seed: 7, paragraphs: 2 })) await w.addDocument('b-u1', d);
-    await w.finish();
-  });
+  const db = await databaseWithDocuments(t, 3000, 7);
   const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', EXPORT_BATCH_SIZE: '20', SHUTDOWN_GRACE_MS: '20000' });
   t.teardown(() => {
     s.child.kill('SIGKILL');
@@ -139,14 +145,7 @@ t.test('SIGTERM lets a running export finish, then the server exits 0', async (t
 });
 
 t.test('SIGTERM: /readyz answers 503 first (SHUTDOWN_DELAY_MS), a running export still finishes (D10.2)', async (t) => {
-  const db = await createTestDatabase(t);
-  await seed(db.sql, simpleSeed([]));
-  await db.sql.begin(async (tx) => {
-    const w = new SeedWriter(tx);
-    await w.begin();
-    for (const d of generateDocuments({ bookId: 'b-u1', documents: 2000, seed: 3, paragraphs: 2 })) await w.addDocument('b-u1', d);
-    await w.finish();
-  });
+  const db = await databaseWithDocuments(t, 2000, 3);
   const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', EXPORT_BATCH_SIZE: '20', SHUTDOWN_DELAY_MS: '3000' });
   t.teardown(() => s.child.kill('SIGKILL'));
   const base = await waitFor('listening', listening(s));

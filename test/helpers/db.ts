@@ -47,3 +47,22 @@ export async function createTestDatabase(t: Teardown, opts: { migrate?: boolean 
   });
   return { name, url, sql };
 }
+
+/**
+ * Holds ACCESS EXCLUSIVE on `documents` (a schema change in progress) on a connection of its own
+ * until the returned release() or the test's end.
+ */
+export async function lockDocuments(t: Teardown, sql: Sql): Promise<() => Promise<void>> {
+  const reserved = await sql.reserve();
+  await reserved`BEGIN`;
+  await reserved`LOCK TABLE documents IN ACCESS EXCLUSIVE MODE`;
+  let released = false;
+  const release = async () => {
+    if (released) return;
+    released = true;
+    await reserved`ROLLBACK`.catch(() => {});
+    reserved.release();
+  };
+  t.teardown(release);
+  return release;
+}

@@ -41,3 +41,15 @@ export async function call(base: string, path: string, opts: Opts = {}): Promise
   }
   return { status: res.statusCode, headers: res.headers as Headers, text, json };
 }
+
+/** Reads a streamed body to its end or to the error that ends it: the bytes that arrived, and that error (null for a clean end). */
+export async function drainBody(body: AsyncIterable<unknown>): Promise<{ bytes: Buffer; error: unknown }> {
+  const chunks: Buffer[] = [];
+  let error: unknown = null;
+  try {
+    for await (const c of body) chunks.push(c as Buffer);
+  } catch (err) {
+    error = err;
+  }
+  return { bytes: Buffer.concat(chunks), error };
+}

@@ -5,6 +5,7 @@
  * has no meta line and ends in an error.
  */
 import t from 'tap';
+import { drainBody } from '../helpers/http.js';
 import { request } from 'undici';
 import { seedGeneratedBooks } from '../helpers/generated-kb.js';
 import { createTestDatabase } from '../helpers/db.js';
@@ -81,15 +82,9 @@ t.test('an NDJSON export cut mid-body has no meta line and ends in an error', as
   server.exportProxy.cutAfter(60_000);
   const res = await request(`${server.url}${PATH}`, { headers: { ...AUTH, accept: NDJSON } });
   t.equal(res.statusCode, 200, 'the first batch went out before the cut');
-  const chunks: Buffer[] = [];
-  let error: unknown = null;
-  try {
-    for await (const c of res.body) chunks.push(c as Buffer);
-  } catch (err) {
-    error = err;
-  }
+  const { bytes, error } = await drainBody(res.body);
   t.ok(error, 'the body ends in an error, not a clean end');
-  const lines = Buffer.concat(chunks).toString('utf8').split('\n').filter((l) => l !== '');
+  const lines = bytes.toString('utf8').split('\n').filter((l) => l !== '');
   t.ok(lines.length > 1, `${lines.length} lines arrived`);
   t.notOk(lines.some((l) => l.startsWith('{"meta":')), 'no meta line');
 });

@@ -8,7 +8,7 @@ import net from 'node:net';
 import t, { type Test } from 'tap';
 import { call } from '../helpers/http.js';
 import { doc, seed, simpleSeed } from '../helpers/app.js';
-import { createTestDatabase } from '../helpers/db.js';
+import { createTestDatabase, lockDocuments } from '../helpers/db.js';
 import { startLoggedServer } from '../helpers/logged-app.js';
 import { startTcpProxy, targetOf } from '../helpers/tcp-proxy.js';
 
@@ -66,16 +66,10 @@ t.test('an export that would wait on a lock (a schema change in progress): 503 w
   const db = await createTestDatabase(t);
   await seed(db.sql, simpleSeed([doc('d1', 'a0')]));
   const server = await startLoggedServer(t, db.url, { DB_TIMEOUT_MS: '700', EXPORT_CACHE_BYTES: '0' });
-  const reserved = await db.sql.reserve();
-  await reserved`BEGIN`;
-  await reserved`LOCK TABLE documents IN ACCESS EXCLUSIVE MODE`;
-  t.teardown(async () => {
-    await reserved`ROLLBACK`.catch(() => {});
-    reserved.release();
-  });
+  const unlock = await lockDocuments(t, db.sql);
   const started = Date.now();
   assertUnavailable(t, await call(server.url, PATH), started, 3000);
-  await reserved`ROLLBACK`;
+  await unlock();
   const after = await call(server.url, PATH);
   t.equal(after.status, 200, 'served once the lock is gone');
   t.equal(after.json?.meta?.count, 1);

@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { call } from '../helpers/http.js';
 import { doc, seed, simpleSeed } from '../helpers/app.js';
-import { createTestDatabase } from '../helpers/db.js';
+import { createTestDatabase, lockDocuments } from '../helpers/db.js';
 import { startLoggedServer, type LoggedServer } from '../helpers/logged-app.js';
 import { rawRequest, portOf } from '../helpers/raw-http.js';
 
@@ -96,13 +96,7 @@ t.test('export outcomes in the end line: client_gone, rejected, failed', async (
   await until('the held export to end', () => exportLines(server, 'holder').length === 2, 10_000);
   t.match(exportLines(server, 'holder')[1], { outcome: 'client_gone' });
 
-  const reserved = await db.sql.reserve();
-  await reserved`BEGIN`;
-  await reserved`LOCK TABLE documents IN ACCESS EXCLUSIVE MODE`;
-  t.teardown(async () => {
-    await reserved`ROLLBACK`.catch(() => {});
-    reserved.release();
-  });
+  await lockDocuments(t, db.sql);
   const failed = await call(server.url, PATH, { headers: { 'x-request-id': 'locked' } });
   t.equal(failed.status, 503);
   t.match(exportLines(server, 'locked')[1], { msg: 'export ended', outcome: 'failed', reason: /within 700 ms/ });

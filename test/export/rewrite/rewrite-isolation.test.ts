@@ -5,6 +5,7 @@
  * whose batches were queued behind the poison, completes.
  */
 import t from 'tap';
+import { drainBody } from '../../helpers/http.js';
 import { request } from 'undici';
 import { RewritePool } from '../../../src/export/rewrite/rewrite-pool.js';
 import { doc, seed, simpleSeed, startServer } from '../../helpers/app.js';
@@ -33,14 +34,8 @@ t.test('a document that kills a rewrite worker fails its own export; a concurren
   const server = await startServer(t, env, db, { rewritePool: pool });
   const get = async (slug: string, user: string) => {
     const res = await request(`${server.url}/api/v1/open/books/${slug}/docs`, { headers: { authorization: `Bearer kbx_${user}` } });
-    const chunks: Buffer[] = [];
-    let error: unknown = null;
-    try {
-      for await (const c of res.body) chunks.push(c as Buffer);
-    } catch (err) {
-      error = err;
-    }
-    return { status: res.statusCode, text: Buffer.concat(chunks).toString('utf8'), error };
+    const { bytes, error } = await drainBody(res.body);
+    return { status: res.statusCode, text: bytes.toString('utf8'), error };
   };
 
   const [healthy, poisoned] = await Promise.all([get('healthy', 'u1'), get('poisoned', 'u2')]);
