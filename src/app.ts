@@ -12,6 +12,8 @@ import { ApiError } from './errors.js';
 import { ExportAdmission } from './export/admission.js';
 import { ExportCache } from './export/export-cache.js';
 import { RewritePool } from './export/rewrite/rewrite-pool.js';
+import { PlanWriter } from './export/rewrite/plan-store.js';
+import type { PlanUse } from './export/rewrite/html-stage.js';
 import { frameworkErrors, installErrorHandling, notServed } from './http/error-handling.js';
 import { registerExportRoute } from './http/export-route.js';
 import { EXPORT_PATH } from './http/routes.js';
@@ -32,6 +34,8 @@ export interface AppDeps {
   exportCache?: ExportCache;
   /** Rewrite workers; by default config.rewriteWorkers of them, started (and closed) by the app. */
   rewritePool?: RewritePool;
+  /** Pool on which new rewrite plans are written behind the exports (REWRITE_PLANS); `sql` by default. */
+  planSql?: Sql;
   /** Logger options; tests pass false. */
   logger?: boolean | object;
 }
@@ -110,6 +114,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       : undefined;
   const rewritePool = deps.rewritePool ?? ownPool;
   if (ownPool) app.addHook('onClose', () => ownPool.close());
+  let plans: PlanUse | undefined;
+  if (config.rewritePlans) {
+    const writer = new PlanWriter(deps.planSql ?? sql, { log: app.log });
+    plans = { writer, counts: { reused: 0, computed: 0 } };
+    app.addHook('onClose', () => writer.close());
+  }
 
   let redis: Redis | undefined;
   if (config.redisUrl) {
@@ -128,6 +138,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     admission,
     cache,
     rewritePool,
+    plans,
     exportPoolSize: config.exportConcurrency,
     lookupPoolSize: config.poolSize,
   });
@@ -184,6 +195,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       metrics,
       outages,
       rewritePool,
+      plans,
     });
 
     // Any other method is answered 405 here, in this context, so the limit counts it (decisions.md D7.4).

@@ -47,6 +47,8 @@ export interface Config {
   rewriteWorkers: number;
   /** Bytes of flagged contentHtml a batch needs before it goes to a rewrite worker. */
   rewriteOffloadBytes: number;
+  /** Whether stored rewrite plans are used and written (src/export/rewrite/plan-store.ts, sql/0005). */
+  rewritePlans: boolean;
   /** A client that reads nothing for this long is dropped, ending its snapshot (decisions.md D6.4). */
   stallTimeoutMs: number;
   /**
@@ -180,6 +182,7 @@ export function loadConfig(env: Env = process.env): Config {
     exportCacheBytes: int(env, 'EXPORT_CACHE_BYTES', 16 * 1024 * 1024, 0, 1024 * 1024 * 1024),
     rewriteWorkers: int(env, 'REWRITE_WORKERS', defaultRewriteWorkers(), 0, 64),
     rewriteOffloadBytes: int(env, 'REWRITE_OFFLOAD_BYTES', 64 * 1024, 0, 1024 * 1024 * 1024),
+    rewritePlans: bool(env, 'REWRITE_PLANS', true),
     stallTimeoutMs: int(env, 'STALL_TIMEOUT_MS', 60_000, 100, 86_400_000),
     minDrainBytesPerS: int(env, 'MIN_DRAIN_BYTES_PER_S', 16 * 1024, 0, 1024 * 1024 * 1024),
     exportMaxDurationMs: int(env, 'EXPORT_MAX_DURATION_MS', 3_600_000, 0, 7 * 86_400_000),

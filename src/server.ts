@@ -41,8 +41,16 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
     fetchTypes: false,
   });
   const exportSql = connect(db.url, { max: config.exportConcurrency, applicationName: 'kb-export-export', connectTimeoutS, fetchTypes: false });
+  // One connection writes rewrite plans behind the exports, so it never takes a lookup's.
+  const planSql = connect(db.url, {
+    max: 1,
+    applicationName: 'kb-export-plans',
+    connectTimeoutS,
+    statementTimeoutMs: config.dbTimeoutMs,
+    fetchTypes: false,
+  });
   const closeDb = async () => {
-    await Promise.allSettled([sql.end({ timeout: 5 }), exportSql.end({ timeout: 5 })]);
+    await Promise.allSettled([sql.end({ timeout: 5 }), exportSql.end({ timeout: 5 }), planSql.end({ timeout: 5 })]);
     await db.stop();
   };
   let demo: DemoInfo | null = null;
@@ -64,7 +72,7 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
     await closeDb();
     throw err;
   }
-  const app = await buildApp({ config, sql, exportSql });
+  const app = await buildApp({ config, sql, exportSql, planSql });
   const connections = trackUnusedConnections(app.server);
   let metricsServer: Server | undefined;
   try {

@@ -18,7 +18,7 @@ import { asDatabaseOutage } from '../db/dependency.js';
 import { ApiError } from '../errors.js';
 import { DocumentCursor } from './snapshot/document-cursor.js';
 import { ExportBody } from './encode/export-body.js';
-import { OFFLOAD_BYTES, rewriteBatchHtml, type BatchHtml } from './rewrite/html-stage.js';
+import { OFFLOAD_BYTES, rewriteBatchHtml, type BatchHtml, type PlanUse } from './rewrite/html-stage.js';
 import { findBook, type BookRow, type DocumentQueryOptions, type DocumentRow } from './snapshot/query.js';
 import { ClientGoneError, ResponseWriter, type GoneReason } from './respond/response-writer.js';
 import type { RewritePool } from './rewrite/rewrite-pool.js';
@@ -57,6 +57,8 @@ export interface ExportSettings {
   rewritePool?: RewritePool;
   /** Bytes of flagged contentHtml a batch must hold before it goes to the rewrite pool. */
   offloadBytes?: number;
+  /** Stored rewrite plans used and written (REWRITE_PLANS); without, every flagged contentHtml is tokenized. */
+  plans?: PlanUse;
   /**
    * Called just before the status line is written, with the book's export version in the snapshot
    * (the caller takes over the response and may set headers, e.g. the ETag of decisions.md D9.1).
@@ -145,8 +147,8 @@ export async function streamExport(sql: Sql, req: ExportRequest, res: ServerResp
     maxDurationMs,
     batchBytes,
   });
-  const rewrite = (rows: DocumentRow[]): BatchHtml =>
-    rewriteBatchHtml(rows, settings.mediaProxyPrefix, pool, settings.offloadBytes ?? OFFLOAD_BYTES);
+  const stage = { prefix: settings.mediaProxyPrefix, pool, offloadBytes: settings.offloadBytes ?? OFFLOAD_BYTES, plans: settings.plans };
+  const rewrite = (rows: DocumentRow[]): BatchHtml => rewriteBatchHtml(rows, stage);
   let version = '';
   let started = false;
 

@@ -24,6 +24,7 @@ import { ExportLog } from './export-log.js';
 import type { Metrics } from '../observe/metrics.js';
 import { ClientGoneError } from '../export/respond/response-writer.js';
 import type { RewritePool } from '../export/rewrite/rewrite-pool.js';
+import type { PlanUse } from '../export/rewrite/html-stage.js';
 import { watchClient } from './client-gone.js';
 import type { OutageLog } from './outage-log.js';
 import { booleanParam } from './params.js';
@@ -42,6 +43,8 @@ export interface ExportRouteDeps {
   metrics: Metrics;
   outages: OutageLog;
   rewritePool: RewritePool | undefined;
+  /** Stored rewrite plans, unless REWRITE_PLANS is off. */
+  plans: PlanUse | undefined;
 }
 
 type ExportRoute = { Params: { bookSlug: string }; Querystring: Record<string, unknown> };
@@ -49,7 +52,7 @@ type ExportRequest = FastifyRequest<ExportRoute>;
 
 /** Registers GET and HEAD of the export path on `api` (a context whose hooks run first). */
 export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps): void {
-  const { config, sql, exportSql, cache, admission, metrics, outages, rewritePool } = deps;
+  const { config, sql, exportSql, cache, admission, metrics, outages, rewritePool, plans } = deps;
 
   /** A lookup on the lookup pool, bounded in time; an outage becomes a DependencyError (D8.5). */
   async function lookup<T>(work: () => Promise<T>, what: string): Promise<T> {
@@ -199,6 +202,7 @@ export function registerExportRoute(api: FastifyInstance, deps: ExportRouteDeps)
         mediaProxyPrefix: config.mediaProxyPrefix,
         batchSize: config.exportBatchSize,
         ...(rewritePool ? { rewritePool, offloadBytes: config.rewriteOffloadBytes } : {}),
+        ...(plans ? { plans } : {}),
         stallTimeoutMs: config.stallTimeoutMs,
         minDrainBytesPerS: config.minDrainBytesPerS,
         maxDurationMs: config.exportMaxDurationMs,

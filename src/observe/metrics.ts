@@ -1,7 +1,7 @@
 /**
  * Prometheus metrics (decisions.md D10.3), one registry per app: exports by outcome, their duration
  * and bytes, exports streaming and waiting, the export cache's hits and misses, rewrite worker
- * restarts, the database pools' use, and the runtime's default process metrics, all named
+ * restarts, rewrite plans reused and computed, the database pools' use, and the runtime's default process metrics, all named
  * `kb_export_…`. Counts the app already keeps (admission, cache, rewrite pool) are read when
  * Prometheus scrapes, so the hot path pays nothing for them.
  */
@@ -11,12 +11,15 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { ExportAdmission } from '../export/admission.js';
 import type { ExportCache } from '../export/export-cache.js';
 import type { RewritePool } from '../export/rewrite/rewrite-pool.js';
+import type { PlanUse } from '../export/rewrite/html-stage.js';
 import type { ExportOutcome } from '../http/export-log.js';
 
 export interface MetricSources {
   admission: ExportAdmission;
   cache: ExportCache;
   rewritePool: RewritePool | undefined;
+  /** Stored rewrite plans, when REWRITE_PLANS is on. */
+  plans?: PlanUse | undefined;
   /** Connections of the export pool (EXPORT_CONCURRENCY) and of the lookup pool (DB_POOL_SIZE). */
   exportPoolSize: number;
   lookupPoolSize: number;
@@ -84,6 +87,24 @@ export class Metrics {
     counted('kb_export_cache_hits_total', 'Exports served from the export cache.', () => cache.hits);
     counted('kb_export_cache_misses_total', 'Exports looked up in the export cache and not found there.', () => cache.misses);
     counted('kb_export_rewrite_worker_restarts_total', 'Rewrite workers started in place of dead ones.', () => rewritePool?.restarts ?? 0);
+    const plans = sources.plans;
+    new Counter({
+      name: 'kb_export_rewrite_plans_total',
+      help:
+        'Rewrite plans of flagged contentHtml, by outcome: reused (spliced from a stored plan, no tokenizer), computed (tokenized), ' +
+        'written (stored behind the export), dropped (the write queue was full), failed (their write failed).',
+      labelNames: ['outcome'],
+      registers,
+      collect() {
+        this.reset();
+        const writer = plans?.writer?.counts;
+        this.inc({ outcome: 'reused' }, plans?.counts.reused ?? 0);
+        this.inc({ outcome: 'computed' }, plans?.counts.computed ?? 0);
+        this.inc({ outcome: 'written' }, writer?.written ?? 0);
+        this.inc({ outcome: 'dropped' }, writer?.dropped ?? 0);
+        this.inc({ outcome: 'failed' }, writer?.failed ?? 0);
+      },
+    });
     const lookups = () => this.#lookupsInFlight;
     new Gauge({
       name: 'kb_export_db_pool_connections_in_use',

@@ -196,8 +196,9 @@ function exitingPool(t: { teardown(fn: () => unknown): void }): RewritePool {
 
 t.test('a rewrite worker that dies before the first byte: a 500 EXPORT_FAILED envelope (D6.2)', async (t) => {
   const pool = exitingPool(t);
-  await pool.rewrite([Buffer.from('"<img src=\\"a.png\\">"')], '/media/');
-  const env = { EXPORT_BATCH_SIZE: '50', REWRITE_OFFLOAD_BYTES: '0', EXPORT_CACHE_BYTES: '0' };
+  await pool.plan([Buffer.from('"<img src=\\"a.png\\">"')], '/media/');
+  // Stored plans would let the batch skip the worker: every flagged row goes to it here.
+  const env = { EXPORT_BATCH_SIZE: '50', REWRITE_OFFLOAD_BYTES: '0', EXPORT_CACHE_BYTES: '0', REWRITE_PLANS: 'false' };
   const server = await startServer(t, env, shared, { rewritePool: pool });
   const res = await request(exportUrl(server), { headers: AUTH });
   t.equal(res.statusCode, 500, "the first batch was the worker's second");
@@ -205,7 +206,7 @@ t.test('a rewrite worker that dies before the first byte: a 500 EXPORT_FAILED en
 });
 
 t.test('a rewrite worker that dies after the first byte: the body aborts, never parseable (D6.3)', async (t) => {
-  const env = { EXPORT_BATCH_SIZE: '50', REWRITE_OFFLOAD_BYTES: '0', EXPORT_CACHE_BYTES: '0' };
+  const env = { EXPORT_BATCH_SIZE: '50', REWRITE_OFFLOAD_BYTES: '0', EXPORT_CACHE_BYTES: '0', REWRITE_PLANS: 'false' };
   const server = await startServer(t, env, shared, { rewritePool: exitingPool(t) });
   const res = await request(exportUrl(server), { headers: AUTH });
   t.equal(res.statusCode, 200, 'the first batch was rewritten');

@@ -12,6 +12,7 @@ import { HtmlMediaRewriter, mediaPreCheck, type Edit } from '../rewrite/html-rew
 import { noteRewritten } from '../rewrite/large-garbage.js';
 import type { JsonChunker } from './json-encoder.js';
 import { rewriteMediaUrl } from '../rewrite/media-url.js';
+import { applyPlan, EMPTY_PLAN, jsonPrefixBytes, planFromEdits } from '../rewrite/rewrite-plan.js';
 import { DOC, type BookRow, type DocumentRow } from '../snapshot/query.js';
 
 /** NULL or '' is null (decisions.md D2.1). */
@@ -132,28 +133,41 @@ export function contentHtmlNeedsRewrite(j: Buffer | null): j is Buffer {
 }
 
 /**
- * The JSON text of a flagged contentHtml (`j`, see contentHtmlNeedsRewrite) with its media URLs
- * rewritten (export-api.md 2.2 rule 1, decisions.md D3); `j` itself when nothing changed. The
- * HTML is decoded only for the tokenizer: each new attribute value is escaped and spliced into `j`
- * at the byte offsets of the value it replaces (jsonOffsets), so the rest of the text is copied as
- * PostgreSQL escaped it, never decoded, re-escaped or re-encoded. For a document of 8 MB that is
- * 24 MB less garbage than JSON.stringify over the whole text, and most of the time.
+ * The rewrite plan (rewrite-plan.ts) of a flagged contentHtml (`j`, see contentHtmlNeedsRewrite)
+ * under media proxy prefix `prefix` (export-api.md 2.2 rule 1, decisions.md D3): the edits parse5's
+ * tokenizer finds (HtmlMediaRewriter), at the byte offsets of the JSON text (jsonOffsets), each new
+ * value escaped for JSON. The HTML is decoded only for the tokenizer; applying the plan copies the
+ * rest of the text as PostgreSQL escaped it, never decoded, re-escaped or re-encoded. EMPTY_PLAN
+ * when nothing is rewritten.
  */
-export function rewriteContentHtmlJson(j: Buffer, prefix: string): Buffer {
+export function contentHtmlPlan(j: Buffer, prefix: string): Buffer {
   noteRewritten(j.length);
   const html = JSON.parse(j.toString('utf8')) as string;
   // The pre-check already ran on the escaped text: straight to the tokenizer.
   const edits = new HtmlMediaRewriter(prefix).editsOf(html);
-  if (edits.length === 0) return j;
-  const bounds = jsonOffsets(j, edits);
-  const parts: Buffer[] = [];
-  let at = 0;
-  edits.forEach((e, i) => {
-    parts.push(j.subarray(at, bounds[2 * i]!), Buffer.from(JSON.stringify(e.text).slice(1, -1)));
-    at = bounds[2 * i + 1]!;
-  });
-  parts.push(j.subarray(at));
-  return Buffer.concat(parts);
+  if (edits.length === 0) return EMPTY_PLAN;
+  const texts = edits.map((e) => Buffer.from(JSON.stringify(e.text).slice(1, -1)));
+  return planFromEdits(j, jsonOffsets(j, edits), texts, prefixJson(prefix));
+}
+
+/**
+ * The JSON text of a flagged contentHtml with its media URLs rewritten: its plan
+ * (contentHtmlPlan) applied; `j` itself when nothing changed.
+ */
+export function rewriteContentHtmlJson(j: Buffer, prefix: string): Buffer {
+  return applyPlan(j, contentHtmlPlan(j, prefix), prefixJson(prefix));
+}
+
+let lastPrefix = '';
+let lastPrefixJson: Buffer = Buffer.alloc(0);
+
+/** jsonPrefixBytes of `prefix`, kept for the prefix last asked for (one per server). */
+export function prefixJson(prefix: string): Buffer {
+  if (prefix !== lastPrefix || lastPrefixJson.length === 0) {
+    lastPrefix = prefix;
+    lastPrefixJson = jsonPrefixBytes(prefix);
+  }
+  return lastPrefixJson;
 }
 
 /**

@@ -1,9 +1,10 @@
 /**
- * What a rewrite worker (rewrite-worker.ts) does with one batch: the media URLs of flagged
- * contentHtml JSON texts rewritten (decisions.md D3) by the function the event loop uses
- * (rewriteContentHtmlJson), so both paths give the same bytes; and the messages it exchanges.
+ * What a rewrite worker (rewrite-worker.ts) does with one batch: the rewrite plans (rewrite-plan.ts)
+ * of flagged contentHtml JSON texts (decisions.md D3), computed by the function the event loop uses
+ * (contentHtmlPlan), so both paths give the same bytes; and the messages it exchanges. Only the
+ * plans travel back, a few bytes per document: the event loop applies them to the texts it kept.
  */
-import { rewriteContentHtmlJson } from '../encode/document-encoder.js';
+import { contentHtmlPlan } from '../encode/document-encoder.js';
 
 /** A batch of JSON texts laid end to end in `data`; text i ends at byte `ends[i]`. */
 export interface RewriteRequest {
@@ -13,7 +14,7 @@ export interface RewriteRequest {
   ends: Uint32Array;
 }
 
-/** The rewritten texts laid out the same way; an empty text means "unchanged". */
+/** The texts' plans laid out the same way; an empty plan means "unchanged". */
 export type RewriteReply = { id: number; data: Uint8Array; ends: Uint32Array } | { id: number; error: string };
 
 /**
@@ -42,41 +43,37 @@ export function packRequest(id: number, prefix: string, texts: readonly Buffer[]
   return { id, prefix, data, ends };
 }
 
-/** The texts of a successful reply to `texts`, in order; an unchanged text is the input Buffer itself. */
-export function unpackReply(texts: readonly Buffer[], reply: { data: Uint8Array; ends: Uint32Array }): Buffer[] {
+/** The plans of a successful reply, in the order of the texts sent. */
+export function unpackReply(reply: { data: Uint8Array; ends: Uint32Array }): Buffer[] {
   const data = Buffer.from(reply.data.buffer, reply.data.byteOffset, reply.data.byteLength);
   let start = 0;
-  return texts.map((text, i) => {
-    const end = reply.ends[i]!;
-    const out = end === start ? text : data.subarray(start, end);
+  return Array.from(reply.ends, (end) => {
+    const plan = data.subarray(start, end);
     start = end;
-    return out;
+    return plan;
   });
 }
 
-/** Rewrites every text of `req`; the reply's buffers are fresh, so they can be transferred. */
+/** Plans every text of `req`; the reply's buffers are fresh, so they can be transferred. */
 export function rewriteBatch(req: RewriteRequest): { data: Uint8Array; ends: Uint32Array } {
   const input = Buffer.from(req.data.buffer, req.data.byteOffset, req.data.byteLength);
-  const changed: (Buffer | null)[] = [];
+  const plans: Buffer[] = [];
   let total = 0;
   let start = 0;
   for (const end of req.ends) {
-    const text = input.subarray(start, end);
-    const out = rewriteContentHtmlJson(text, req.prefix);
+    const plan = contentHtmlPlan(input.subarray(start, end), req.prefix);
     start = end;
-    changed.push(out === text ? null : out);
-    if (out !== text) total += out.length;
+    plans.push(plan);
+    total += plan.length;
   }
   // Copied into one buffer of its own: one transfer, and not from Node's shared pool, which
   // cannot be transferred.
   const data = Buffer.allocUnsafeSlow(total);
-  const ends = new Uint32Array(changed.length);
+  const ends = new Uint32Array(plans.length);
   let at = 0;
-  changed.forEach((out, i) => {
-    if (out !== null) {
-      data.set(out, at);
-      at += out.length;
-    }
+  plans.forEach((plan, i) => {
+    data.set(plan, at);
+    at += plan.length;
     ends[i] = at;
   });
   return { data, ends };

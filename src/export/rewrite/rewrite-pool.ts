@@ -74,11 +74,12 @@ export class RewritePool {
   }
 
   /**
-   * The JSON texts of flagged contentHtml values (document-encoder.ts contentHtmlNeedsRewrite)
-   * with their media URLs rewritten, in order; an unchanged text comes back as the same Buffer.
-   * Rejects with RewriteWorkerError if the batch cannot be rewritten (see the class), or the pool is closed.
+   * The rewrite plans (rewrite-plan.ts, document-encoder.ts contentHtmlPlan) of the JSON texts of
+   * flagged contentHtml values (contentHtmlNeedsRewrite) under `prefix`, in order; an empty plan
+   * for a text that stays as it is. Rejects with RewriteWorkerError if the batch cannot be
+   * rewritten (see the class), or the pool is closed.
    */
-  rewrite(texts: readonly Buffer[], prefix: string): Promise<Buffer[]> {
+  plan(texts: readonly Buffer[], prefix: string): Promise<Buffer[]> {
     if (this.#closed) return Promise.reject(new RewriteWorkerError('the rewrite pool is closed'));
     return new Promise<Buffer[]>((resolve, reject) => {
       this.#dispatch({ id: this.#nextId++, texts, prefix, resolve, reject, resends: 0 });
@@ -196,7 +197,7 @@ export class RewritePool {
       return;
     }
     this.#deathsInRow = 0;
-    job.resolve(unpackReply(job.texts, msg));
+    job.resolve(unpackReply(msg));
   }
 
   #ready(m: Member): void {

@@ -66,6 +66,7 @@ export const DOC = {
   updatedAt: 15,
   contentStr: 16,
   contentHtml: 17,
+  plan: 18,
 } as const;
 
 /**
@@ -92,6 +93,7 @@ export type DocumentRow = [
   updatedAt: Buffer,
   contentStr: Buffer | null,
   contentHtml: Buffer | null,
+  plan: Buffer | null,
 ];
 
 export interface DocumentQueryOptions {
@@ -101,9 +103,13 @@ export interface DocumentQueryOptions {
   includeContentHtml: boolean;
 }
 
-/** FROM and WHERE of both cursors: active documents of book `$1` (export-api.md 4.1 rule 1, D4.3). */
-function documentsOf(opts: DocumentQueryOptions): string {
-  return `FROM documents
+/**
+ * FROM and WHERE of both cursors: active documents of book `$1` (export-api.md 4.1 rule 1, D4.3),
+ * `joined` to their stored rewrite plans (sql/0005_rewrite_plans.sql), whose columns no documents
+ * column shares a name with.
+ */
+function documentsOf(opts: DocumentQueryOptions, joined = ''): string {
+  return `FROM documents${joined}
   WHERE book_id = $1 AND status = 1${opts.excludeCategories ? ` AND type <> 'category'` : ''}`;
 }
 
@@ -115,7 +121,10 @@ const ORDER = 'ORDER BY order_key, id';
  * sql/0003_export_version_random.sql compares, or changes to it would not change the export version. Active documents only (export-api.md 4.1 rule 1),
  * ordered by order key then id, byte-wise (decisions.md D1.1, D1.2), served by documents_export_idx.
  * PostgreSQL escapes every string as JSON (`to_json`), so the server passes the bytes through
- * instead of decoding, escaping and encoding them again; the encoder applies the D2 rules.
+ * instead of decoding, escaping and encoding them again; the encoder applies the D2 rules. With
+ * contentHtml, the last column is the document's stored rewrite plan, its key first (bytea as
+ * PostgreSQL's hex text: readStoredPlan in rewrite/plan-store.ts), NULL when it has none; an index
+ * probe per row on the plans' primary key.
  */
 export function documentQuery(opts: DocumentQueryOptions): string {
   const j = (col: string) => `to_json(${col})`;
@@ -124,8 +133,8 @@ export function documentQuery(opts: DocumentQueryOptions): string {
          ${j('description')}, ${j('emoji_info')}, cover_url, ${j('cover_position')}, ${j('tags')},
          ${j('theme_id')}, ${j('background_theme_id')}, ${j('body_font_size')},
          ${j(iso('created_at'))}, ${j(iso('updated_at'))},
-         ${j('content_str')}, ${opts.includeContentHtml ? j('content_html') : 'NULL::json'}
-  ${documentsOf(opts)}
+         ${j('content_str')}, ${opts.includeContentHtml ? `${j('content_html')}, plan_key || plan` : 'NULL::json, NULL::bytea'}
+  ${documentsOf(opts, opts.includeContentHtml ? ' LEFT JOIN rewrite_plans ON document_id = id' : '')}
   ${ORDER}`;
 }
 

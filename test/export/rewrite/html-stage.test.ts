@@ -55,7 +55,7 @@ t.test('unchanged HTML comes back as the very same Buffer', async (t) => {
 });
 
 function row(contentHtml: string | null): DocumentRow {
-  const r = new Array(18).fill(null) as unknown as DocumentRow;
+  const r = new Array(19).fill(null) as unknown as DocumentRow;
   r[DOC.contentHtml] = contentHtml === null ? null : json(contentHtml);
   return r;
 }
@@ -70,8 +70,8 @@ t.test('one path whatever runs it: the same bytes inline and with a pool; large 
     row('<img src="a.png">'),
     row('<p>' + 'x'.repeat(70_000) + '<img src="b.png"></p>'),
   ];
-  const inline = rewriteBatchHtml(rows, P, undefined, 0) as Buffer[];
-  const pooled = await rewriteBatchHtml(rows, P, pool, 0);
+  const inline = rewriteBatchHtml(rows, { prefix: P, offloadBytes: 0 }) as Buffer[];
+  const pooled = await rewriteBatchHtml(rows, { prefix: P, pool, offloadBytes: 0 });
   t.same(pooled.map(String), inline.map(String), 'same bytes from the worker');
   t.equal(inline[0]!.toString(), 'null', 'NULL is null (D2.1)');
   t.equal(inline[1]!.toString(), 'null', "'' is null (D2.1)");
@@ -80,9 +80,9 @@ t.test('one path whatever runs it: the same bytes inline and with a pool; large 
 
   await pool.close();
   const large = [row('<img src="a.png">' + 'y'.repeat(LARGE_DOCUMENT_BYTES))];
-  const out = rewriteBatchHtml(large, P, pool, 0);
+  const out = rewriteBatchHtml(large, { prefix: P, pool, offloadBytes: 0 });
   t.ok(Array.isArray(out), 'a large document is rewritten on the event loop, not sent to the (closed) pool');
   t.match((out as Buffer[])[0]!.subarray(0, 40).toString(), /\/media\/a\.png/);
-  const small = rewriteBatchHtml([row('<img src="a.png">')], P, pool, 0);
+  const small = rewriteBatchHtml([row('<img src="a.png">')], { prefix: P, pool, offloadBytes: 0 });
   await t.rejects(small as Promise<Buffer[]>, 'a small flagged batch does go to the pool, which is closed');
 });

@@ -9,6 +9,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as workerThreads from 'node:worker_threads';
 import t from 'tap';
+import { rewrittenByPool } from '../../helpers/plans.js';
 import { rewriteContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
 import { RewritePool } from '../../../src/export/rewrite/rewrite-pool.js';
 import type { RewritePoolOptions } from '../../../src/export/rewrite/rewrite-jobs.js';
@@ -62,7 +63,7 @@ for (const [marker, reason] of [
     const { pool, lines } = poisonPool(t, 2);
     // Twelve batches on two workers: the poison is the second on its worker, several wait behind it.
     const batches = Array.from({ length: 12 }, (_, i) => (i === 3 ? [json(`<p>${marker}</p><img src="p.png">`)] : batch(i)));
-    const results = await Promise.allSettled(batches.map((texts) => pool.rewrite(texts, PREFIX)));
+    const results = await Promise.allSettled(batches.map((texts) => rewrittenByPool(pool, texts, PREFIX)));
     results.forEach((r, i) => {
       if (i === 3) t.match(r, { status: 'rejected', reason: { name: 'RewriteWorkerError', message: reason } }, 'the poison batch fails');
       else t.same(r, { status: 'fulfilled', value: expected(batches[i]!) }, `batch ${i} rewritten`);
@@ -73,27 +74,27 @@ for (const [marker, reason] of [
     await until(() => pool.restarts > 0, 'the dead worker is replaced');
     t.equal(pool.restarts, 1, 'restarts counts the replacement');
     const after = Array.from({ length: 4 }, (_, i) => batch(100 + i));
-    t.same(await Promise.all(after.map((texts) => pool.rewrite(texts, PREFIX))), after.map(expected), 'the pool works on');
+    t.same(await Promise.all(after.map((texts) => rewrittenByPool(pool, texts, PREFIX))), after.map(expected), 'the pool works on');
   });
 }
 
 t.test('while its only worker is replaced, batches wait for the new one, at most maxQueued', async (t) => {
   const { pool } = poisonPool(t, 1, { maxQueued: 2 });
-  const first = pool.rewrite(batch(0), PREFIX);
-  const poison = pool.rewrite([json('<p>POISON-EXIT</p><img src="p.png">')], PREFIX).catch((err: unknown) => err);
-  const queued = [1, 2].map((i) => pool.rewrite(batch(i), PREFIX));
+  const first = rewrittenByPool(pool, batch(0), PREFIX);
+  const poison = rewrittenByPool(pool, [json('<p>POISON-EXIT</p><img src="p.png">')], PREFIX).catch((err: unknown) => err);
+  const queued = [1, 2].map((i) => rewrittenByPool(pool, batch(i), PREFIX));
   t.same(await first, expected(batch(0)), 'the batch answered before the death');
   t.match(await poison, { name: 'RewriteWorkerError', message: /exit code 3/ });
   // Still within the 100 ms backoff: no worker runs, and the two batches sent again fill the queue.
-  await t.rejects(pool.rewrite(batch(3), PREFIX), { name: 'RewriteWorkerError', message: /2 batches already wait/ });
+  await t.rejects(rewrittenByPool(pool, batch(3), PREFIX), { name: 'RewriteWorkerError', message: /2 batches already wait/ });
   t.same(await Promise.all(queued), [expected(batch(1)), expected(batch(2))], 'the queued batches are rewritten by the replacement');
   t.equal(pool.restarts, 1);
 });
 
 t.test('a batch is sent again at most twice: the third death in a row behind others fails it', async (t) => {
   const { pool, lines } = poisonPool(t, 1);
-  const poisons = [1, 2, 3].map((i) => pool.rewrite([json(`<p>POISON-EXIT ${i}</p>`)], PREFIX));
-  const innocent = pool.rewrite(batch(0), PREFIX);
+  const poisons = [1, 2, 3].map((i) => rewrittenByPool(pool, [json(`<p>POISON-EXIT ${i}</p>`)], PREFIX));
+  const innocent = rewrittenByPool(pool, batch(0), PREFIX);
   for (const p of poisons) await t.rejects(p, { name: 'RewriteWorkerError', message: /exit code 3/ });
   await t.rejects(innocent, { name: 'RewriteWorkerError', message: /exit code 3\) \(the batch was already sent again 2 times\)$/ });
   t.same(
@@ -107,9 +108,9 @@ t.test('a hung batch times out from when its worker starts it; the others go to 
   const jobTimeoutMs = 2000;
   const { pool, lines } = poisonPool(t, 1, { jobTimeoutMs });
   // Each slow batch works 1.2 s: the second has waited 2.4 s in all, but only 1.2 s at the head.
-  const slow = [1, 2].map((i) => pool.rewrite([json(`<p>SLOW-WORK ${i}</p><img src="s.png">`)], PREFIX));
-  const hung = pool.rewrite([json('<p>POISON-HANG</p>')], PREFIX).catch((err: unknown) => err);
-  const behind = [3, 4].map((i) => pool.rewrite(batch(i), PREFIX));
+  const slow = [1, 2].map((i) => rewrittenByPool(pool, [json(`<p>SLOW-WORK ${i}</p><img src="s.png">`)], PREFIX));
+  const hung = rewrittenByPool(pool, [json('<p>POISON-HANG</p>')], PREFIX).catch((err: unknown) => err);
+  const behind = [3, 4].map((i) => rewrittenByPool(pool, batch(i), PREFIX));
   t.equal((await slow[0]!).length, 1, 'the first slow batch is answered');
   t.equal((await slow[1]!).length, 1, 'so is the second, queued for longer than the timeout');
   const headSince = Date.now();
@@ -141,12 +142,12 @@ t.test('a worker that fails at load is retried with a growing backoff, logged, a
   const pool = new Pool(1, { workerUrl: fixture('fails-at-load-worker'), log });
   t.teardown(() => pool.close());
   const loadError = /^no rewrite worker could be started: rewrite worker failed: fixture: this worker cannot load$/;
-  const held = pool.rewrite(batch(0), PREFIX);
+  const held = rewrittenByPool(pool, batch(0), PREFIX);
   // Sent as soon as the first fails, while no worker runs (the replacement waits 100 ms).
   let workersWhenSent = 0;
   const meanwhile = held.catch(() => {
     workersWhenSent = created.length;
-    return pool.rewrite(batch(1), PREFIX);
+    return rewrittenByPool(pool, batch(1), PREFIX);
   });
   await t.rejects(held, { name: 'RewriteWorkerError', message: loadError }, 'a batch held by the worker fails');
   await t.rejects(meanwhile, { name: 'RewriteWorkerError', message: loadError }, 'so does one sent while none runs');

@@ -5,6 +5,7 @@
  * export (decisions.md D8.6) is in rewrite-pool-failures.test.ts.
  */
 import t from 'tap';
+import { rewrittenByPool } from '../../helpers/plans.js';
 import { contentHtmlNeedsRewrite, rewriteContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
 import { RewritePool } from '../../../src/export/rewrite/rewrite-pool.js';
 import { RewriteWorkerError } from '../../../src/export/rewrite/rewrite-jobs.js';
@@ -25,7 +26,7 @@ t.test('texts come back rewritten exactly as on the event loop, unchanged ones a
   const pool = new RewritePool(2);
   t.teardown(() => pool.close());
   for (const text of TEXTS) t.ok(contentHtmlNeedsRewrite(text), 'fixture is flagged by the pre-check');
-  const out = await pool.rewrite(TEXTS, PREFIX);
+  const out = await rewrittenByPool(pool, TEXTS, PREFIX);
   t.equal(out.length, TEXTS.length);
   TEXTS.forEach((text, i) => {
     const expected = rewriteContentHtmlJson(text, PREFIX);
@@ -34,7 +35,7 @@ t.test('texts come back rewritten exactly as on the event loop, unchanged ones a
   });
   t.equal(out[1], TEXTS[1], 'an absolute URL is left alone (D3.2): same Buffer');
   t.match(out[0]!.toString(), /src=\\"\/media\/a\/b.png\\"/);
-  t.same(await pool.rewrite([], PREFIX), [], 'an empty batch');
+  t.same(await rewrittenByPool(pool, [], PREFIX), [], 'an empty batch');
 });
 
 t.test('concurrent batches on two workers each get their own reply, in order', async (t) => {
@@ -43,7 +44,7 @@ t.test('concurrent batches on two workers each get their own reply, in order', a
   const batches = Array.from({ length: 40 }, (_, b) =>
     Array.from({ length: 1 + (b % 7) }, (_, i) => json(`<p>${b}-${i}</p>${'<b>x</b>'.repeat((b * 31 + i) % 500)}<img src="i${b}-${i}.png">`)),
   );
-  const results = await Promise.all(batches.map((texts) => pool.rewrite(texts, `/m${batches.indexOf(texts)}/`)));
+  const results = await Promise.all(batches.map((texts) => rewrittenByPool(pool, texts, `/m${batches.indexOf(texts)}/`)));
   results.forEach((out, b) => {
     t.equal(out.length, batches[b]!.length);
     out.forEach((o, i) => t.ok(o.toString().includes(`src=\\"/m${b}/i${b}-${i}.png\\"`), `batch ${b} text ${i}`));
@@ -59,28 +60,28 @@ function exitingPool(): RewritePool {
 t.test('a worker that stops fails the batch it held; a fresh worker takes the next', async (t) => {
   const pool = exitingPool();
   t.teardown(() => pool.close());
-  t.same(await pool.rewrite([TEXTS[0]!], PREFIX), [rewriteContentHtmlJson(TEXTS[0]!, PREFIX)], 'first batch answered');
-  await t.rejects(pool.rewrite([TEXTS[2]!], PREFIX), { name: 'RewriteWorkerError', message: /exit code 7/ });
+  t.same(await rewrittenByPool(pool, [TEXTS[0]!], PREFIX), [rewriteContentHtmlJson(TEXTS[0]!, PREFIX)], 'first batch answered');
+  await t.rejects(rewrittenByPool(pool, [TEXTS[2]!], PREFIX), { name: 'RewriteWorkerError', message: /exit code 7/ });
   // Were the dead worker kept, this batch would never be answered and the test would time out.
-  t.same(await pool.rewrite([TEXTS[3]!], PREFIX), [rewriteContentHtmlJson(TEXTS[3]!, PREFIX)], 'the replacement answers');
+  t.same(await rewrittenByPool(pool, [TEXTS[3]!], PREFIX), [rewriteContentHtmlJson(TEXTS[3]!, PREFIX)], 'the replacement answers');
 });
 
 t.test('a text the worker cannot decode fails its batch with the reason; the worker lives on', async (t) => {
   const pool = new RewritePool(1);
   t.teardown(() => pool.close());
-  await t.rejects(pool.rewrite([Buffer.from('"<img src=\\"a.png\\">')], PREFIX), {
+  await t.rejects(rewrittenByPool(pool, [Buffer.from('"<img src=\\"a.png\\">')], PREFIX), {
     name: 'RewriteWorkerError',
     message: /^rewrite worker failed: .*JSON/,
   });
-  const [out] = await pool.rewrite([TEXTS[0]!], PREFIX);
+  const [out] = await rewrittenByPool(pool, [TEXTS[0]!], PREFIX);
   t.same(out, rewriteContentHtmlJson(TEXTS[0]!, PREFIX));
 });
 
 t.test('close() fails the batches still held and any later ones', async (t) => {
   const pool = new RewritePool(1);
   const big = json(`<p>${'<img src="a.png">'.repeat(200_000)}</p>`);
-  const held = pool.rewrite([big], PREFIX);
+  const held = rewrittenByPool(pool, [big], PREFIX);
   await pool.close();
   await t.rejects(held, RewriteWorkerError);
-  await t.rejects(pool.rewrite([TEXTS[0]!], PREFIX), { name: 'RewriteWorkerError', message: /closed/ });
+  await t.rejects(rewrittenByPool(pool, [TEXTS[0]!], PREFIX), { name: 'RewriteWorkerError', message: /closed/ });
 });
