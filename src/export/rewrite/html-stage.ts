@@ -11,7 +11,7 @@ import { LARGE_DOCUMENT_BYTES } from './large-garbage.js';
 import { DOC, type DocumentRow } from '../snapshot/query.js';
 import type { RewritePool } from './rewrite-pool.js';
 import { readStoredPlan, type PlanWriter } from './plan-store.js';
-import { applyPlan, planKey, PlanFormatError } from './rewrite-plan.js';
+import { applyPlan, contentDigest, planKey, PlanFormatError } from './rewrite-plan.js';
 
 /** Per row of a batch, contentHtml's JSON text as exported; a promise while a worker rewrites it. */
 export type BatchHtml = Buffer[] | Promise<Buffer[]>;
@@ -43,11 +43,11 @@ export interface PlanUseCounts {
   computed: number;
 }
 
-/** A flagged row to be tokenized, and the key its new plan is stored under. */
+/** A flagged row to be tokenized, and the contentDigest its new plan's key is made from. */
 interface Pending {
   row: number;
   text: Buffer;
-  key: Buffer | null;
+  digest: Buffer | null;
 }
 
 /**
@@ -63,7 +63,7 @@ export function rewriteBatchHtml(rows: readonly DocumentRow[], opts: HtmlStageOp
   let pendingBytes = 0;
   const planned = (p: Pending, plan: Buffer) => {
     html[p.row] = applyPlan(p.text, plan, pj);
-    if (p.key !== null && plans?.writer) plans.writer.offer(documentId(rows[p.row]!), p.key, plan);
+    if (p.digest !== null && plans?.writer) plans.writer.offer(documentId(rows[p.row]!), planKey(p.digest, plan), plan);
   };
   rows.forEach((row, i) => {
     const text = row[DOC.contentHtml];
@@ -72,9 +72,9 @@ export function rewriteBatchHtml(rows: readonly DocumentRow[], opts: HtmlStageOp
       html[i] = stored;
       return;
     }
-    const key = plans ? planKey(text!, prefix) : null;
-    if (key !== null && plans) {
-      const reused = fromStoredPlan(row, text!, key, pj);
+    const digest = plans ? contentDigest(text!, prefix) : null;
+    if (digest !== null && plans) {
+      const reused = fromStoredPlan(row, text!, digest, pj);
       if (reused !== null) {
         html[i] = reused;
         plans.counts.reused++;
@@ -82,7 +82,7 @@ export function rewriteBatchHtml(rows: readonly DocumentRow[], opts: HtmlStageOp
       }
       plans.counts.computed++;
     }
-    const p = { row: i, text: text!, key };
+    const p = { row: i, text: text!, digest };
     // A large document would be copied to a worker and back and tokenized in a second heap:
     // planned here, its peak memory counts once (decisions.md D8.4).
     if (text!.length >= LARGE_DOCUMENT_BYTES) planned(p, contentHtmlPlan(text!, prefix));
@@ -108,14 +108,17 @@ export function rewriteBatchHtml(rows: readonly DocumentRow[], opts: HtmlStageOp
   return rewritten;
 }
 
-/** Row `row`'s text `text` spliced by its stored plan when the plan's key is `key`; otherwise null. */
-function fromStoredPlan(row: DocumentRow, text: Buffer, key: Buffer, pj: Buffer): Buffer | null {
+/**
+ * Row `row`'s text `text` spliced by its stored plan when that plan was computed from the text's
+ * `digest` (contentDigest) and stored as computed (planKey); otherwise null.
+ */
+function fromStoredPlan(row: DocumentRow, text: Buffer, digest: Buffer, pj: Buffer): Buffer | null {
   const stored = readStoredPlan(row[DOC.plan]);
-  if (stored === null || !stored.key.equals(key)) return null;
+  if (stored === null || !planKey(digest, stored.plan).equals(stored.key)) return null;
   try {
     return applyPlan(text, stored.plan, pj);
   } catch (err) {
-    // A stored plan that does not fit its own key's text is corrupt: tokenize, and replace it.
+    // Only a plan computed wrongly can fail to fit the text its key names: tokenize, and replace it.
     if (err instanceof PlanFormatError) return null;
     throw err;
   }

@@ -61,7 +61,7 @@ export interface PlanWriterCounts {
 const INSERT = `
   INSERT INTO rewrite_plans (document_id, plan_key, plan)
   SELECT p.d, decode(p.k, 'base64'), decode(p.p, 'base64')
-  FROM json_to_recordset($1::json) AS p(d text, k text, p text)
+  FROM json_to_recordset($1::text::json) AS p(d text, k text, p text)
   WHERE EXISTS (SELECT 1 FROM documents WHERE documents.id = p.d)
   ORDER BY p.d
   ON CONFLICT (document_id) DO UPDATE SET plan_key = excluded.plan_key, plan = excluded.plan

@@ -9,9 +9,9 @@
  * a plan is only ever built from its edits (planFromEdits), and applyPlan of that plan gives the
  * very bytes the splice of those edits gives.
  *
- * A plan is valid only for the JSON text and prefix it was computed from: planKey hashes both
- * (with PLAN_RULES_VERSION), and a stored plan is used only when its key equals the key of the
- * row's text at export time. The prefix is part of the key because the rewriter's decisions
+ * A plan is valid only for the JSON text and prefix it was computed from: its key (planKey) hashes
+ * both (with PLAN_RULES_VERSION) and the plan itself, and a stored plan is used only when its key
+ * equals the key of the row's text at export time and that plan. The prefix is part of the key because the rewriter's decisions
  * depend on it (D3.2: a URL already under the prefix is left alone).
  */
 import { createHash } from 'node:crypto';
@@ -35,12 +35,21 @@ const PIECE_COPY = 1;
 const PIECE_LITERAL = 2;
 
 /**
- * The key under which the plan of JSON text `json` (contentHtml as the cursor returns it) under
- * media proxy prefix `prefix` is stored: SHA-256 of the rules version, the prefix and the text.
- * About 2 GB/s, against the tokenizer's 50 MB/s.
+ * What a plan is computed from: SHA-256 of the rules version, the media proxy prefix `prefix` and
+ * JSON text `json` (contentHtml as the cursor returns it). About 2 GB/s, against the tokenizer's
+ * 50 MB/s.
  */
-export function planKey(json: Buffer, prefix: string): Buffer {
+export function contentDigest(json: Buffer, prefix: string): Buffer {
   return createHash('sha256').update(`kb-export rewrite plan ${PLAN_RULES_VERSION}\0${prefix}\0`).update(json).digest();
+}
+
+/**
+ * The key a plan is stored under: SHA-256 of the contentDigest it was computed from and of the plan
+ * itself, so a stored plan is used only with the text and prefix it was computed from, and only as
+ * it was written: a plan moved to another row, or damaged, no longer matches its key.
+ */
+export function planKey(digest: Buffer, plan: Buffer): Buffer {
+  return createHash('sha256').update(digest).update(plan).digest();
 }
 
 /** `prefix` as it stands inside a JSON string (the prefix holds no `"` or `\`, but escape anyway). */
@@ -71,7 +80,7 @@ function pushVarint(out: number[], n: number): void {
  * of the JSON text when it occurs in the bytes it replaces (the usual case: `src="a.png"` becomes
  * the prefix and a copy of `a.png`), as literal bytes otherwise (a D3.7 normalised path, an
  * escaped value). Any such cut gives back `texts[i]` exactly under this prefix, and the key
- * holds the prefix. Format: per edit, varints of the gap since the previous edit's end, the
+ * covers the prefix. Format: per edit, varints of the gap since the previous edit's end, the
  * length replaced and the number of pieces; per piece a varint `value << 2 | kind`, with the
  * copy's offset from the edit's start after it, or the literal's bytes.
  */

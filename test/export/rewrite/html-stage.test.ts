@@ -5,6 +5,7 @@
  * HTML; the same bytes whichever path rewrites a batch; large documents never sent to a worker.
  */
 import fc from 'fast-check';
+import { arbitraryHtml as html } from '../../helpers/html-arbitrary.js';
 import t from 'tap';
 import { rewriteContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
 import { rewriteBatchHtml } from '../../../src/export/rewrite/html-stage.js';
@@ -15,28 +16,6 @@ import { RewritePool } from '../../../src/export/rewrite/rewrite-pool.js';
 
 const P = '/media/';
 const json = (s: string) => Buffer.from(JSON.stringify(s));
-
-/** HTML made of pieces that stress the splice: media tags, references, quotes, escapes, astral characters. */
-const fragment = fc.constantFrom(
-  '<img src="a.png">',
-  "<img src='../x/y.png' alt=\"é\">",
-  '<img src=u.png>',
-  '<img srcset="a.png 1x, b.png 2x">',
-  '<a href="f.pdf" download>f</a>',
-  '<video poster="p.jpg" src="v.mp4"></video>',
-  '<img src="&#x61;.png">',
-  '<img src="sp ace.png">',
-  '<img src="/media/x.png">',
-  '<img src="data:image/png;base64,AAAA">',
-  '<!-- <img src="c.png"> -->',
-  '"quoted" \\ back\\slash',
-  '\u0001\u001f\u007f',
-  '\n\r\t',
-  'naïve 日本 😀 \ud83d\ude00',
-  '\u2028\u2029',
-  '<p>text</p>',
-);
-const html = fc.array(fc.oneof(fragment, fc.string({ unit: 'binary', maxLength: 8 })), { maxLength: 12 }).map((xs) => xs.join(''));
 
 t.test('the splice into the JSON text equals re-escaping the rewriter\'s output whole (any HTML)', async (t) => {
   fc.assert(
