@@ -75,7 +75,7 @@ function reachableDataDir(user: Owner | null, dataDir: string): string {
 }
 
 /** A TCP port free on 127.0.0.1 right now. */
-export async function freePort(): Promise<number> {
+async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.unref();
