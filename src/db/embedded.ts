@@ -56,7 +56,7 @@ function lookupUser(name: string): Owner | null {
 }
 
 /** Where `dataDir` goes when the postgres user cannot reach it: a name predictable across starts. */
-export function fallbackDataDir(dataDir: string): string {
+function fallbackDataDir(dataDir: string): string {
   const hash = createHash('sha256').update(path.resolve(dataDir)).digest('hex').slice(0, 12);
   return path.join('/var/tmp', `kb-export-data-${hash}`);
 }
