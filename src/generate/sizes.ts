@@ -29,9 +29,6 @@ export function documentsForSize(size: string): number {
   return SIZES[size as SizeName];
 }
 
-/** The export body the large size must reach (bytes). */
-export const LARGE_MIN_EXPORT_BYTES = 2e9;
-
 /** Bumped when the generator's output changes on purpose; part of generatorMarker. */
 const GENERATOR_VERSION = 2;
 
