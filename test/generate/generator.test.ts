@@ -12,7 +12,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { request } from 'undici';
-import { documentsForSize, generatedBook, generatorMarker, SIZES } from '../../src/generate/sizes.js';
+import { documentsForSize, generatedBook, SIZES } from '../../src/generate/sizes.js';
 import { estimateExportBytes, exportedDocument } from '../../src/generate/expected-export.js';
 import { fractionalKey } from '../../src/generate/random.js';
 import { generateDocuments } from '../../src/generate/generator.js';
@@ -28,6 +28,10 @@ import { createTestDatabase } from '../helpers/db.js';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const GENERATE_CLI = path.join(ROOT, 'dist/src/generate/generate-cli.js');
 const KB_CLI = path.join(ROOT, 'dist/src/cli.js');
+
+/** The marker a generated book's description carries (generatorMarker, through generatedBook). */
+const generatorMarker = (opts: { documents: number; seed: number }) =>
+  generatedBook({ bookId: 'b', bookSlug: 'kb', userId: 'u', ...opts }).description;
 
 const take = (n: number, seed = 42, bookId = 'b') => [...generateDocuments({ bookId, documents: n, seed })];
 
@@ -56,7 +60,7 @@ async function writeWithSeedWriter(sql: Sql, bookId: string, docs: Iterable<Seed
 
 /**
  * Loads `docs` (made afresh for each load) as book `bookId` of user `u` through loadGenerated's
- * COPY, the generator replaced by `docs` for that book; the book's fingerprint (generatorMarker)
+ * COPY, the generator replaced by `docs` for that book; the book's fingerprint (its description)
  * still hashes generated documents. Documents of other books are the generator's.
  */
 async function writeWithCopy(t: Test, sql: Sql, bookId: string, docs: () => Iterable<SeedDocument>, count = [...docs()].length): Promise<void> {
