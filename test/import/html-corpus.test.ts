@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { rewriteCorpusUrls } from '../../src/import/corpus-urls.js';
-import { resolveCorpusUrl, scanHtmlCorpus } from '../../src/import/html-corpus.js';
+import { scanHtmlCorpus } from '../../src/import/html-corpus.js';
 import type { SeedDocument } from '../../src/load/seed-types.js';
 
 const corpus = fileURLToPath(new URL('./fixtures/corpus', import.meta.url));
@@ -19,6 +19,18 @@ function byId(docs: SeedDocument[], id: string): SeedDocument {
   const d = docs.find((x) => x.id === id);
   if (!d) throw new Error(`no document ${id}`);
   return d;
+}
+
+/**
+ * What import-html makes of `url` as an image's src in page `pagePath`: the value, escaped for a
+ * double-quoted attribute, through rewriteCorpusUrls (the scanner's rewrite), read back unescaped.
+ */
+function resolveCorpusUrl(url: string, pagePath: string): string {
+  const attr = (v: string) => `<img src="${v}">`;
+  const out = rewriteCorpusUrls(attr(url.replaceAll('&', '&amp;').replaceAll('"', '&quot;')), pagePath).html;
+  const value = /^<img src="(.*)">$/s.exec(out)?.[1];
+  if (value === undefined) throw new Error(`not one image: ${out}`);
+  return value.replaceAll('&quot;', '"').replaceAll('&amp;', '&');
 }
 
 /** The record scanHtmlCorpus makes of the page `html` at `pagePath` in a corpus of its own. */
