@@ -10,7 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { Command } from 'commander';
-import { defaultRewriteWorkers } from '../src/config.js';
+import { loadConfig } from '../src/config.js';
 import { SIZES } from '../src/generate/sizes.js';
 import { topSelfTime } from './lib/cpu-profile.js';
 import { BENCH_KEY, ensureDataset, openBenchDatabase, type Dataset } from './lib/datasets.js';
@@ -108,7 +108,7 @@ async function throughput(
   notes.push(
     `1: time from request to the last byte, median of ${plan.largeRuns} run(s), against COPY of the exported columns as stored ` +
       "(same rows, columns, order; without the to_json the export's own cursor asks PostgreSQL for) drained by the same " +
-      `client process; the server runs with its default REWRITE_WORKERS (${defaultRewriteWorkers()} on this machine); ` +
+      `client process; the server runs with its default REWRITE_WORKERS (${loadConfig({}).rewriteWorkers} on this machine); ` +
       'every export body is checked to end with meta.count ' +
       'equal to the documents in the database.',
   );

@@ -2,6 +2,7 @@
  * Builds the Fastify instance: the open API behind its rate limit, admission control and error
  * envelopes. Listening and closing belong to server.ts, so tests build the same app.
  */
+import type { Writable } from 'node:stream';
 import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { Redis } from 'ioredis';
@@ -36,14 +37,15 @@ export interface AppDeps {
   rewritePool?: RewritePool;
   /** Pool on which new rewrite plans are written behind the exports (REWRITE_PLANS); `sql` by default. */
   planSql?: Sql;
-  /** Logger options; tests pass false. */
-  logger?: boolean | object;
+  /** Where the JSON log lines go: stdout by default; false logs nothing. */
+  logger?: false | Writable;
 }
 
 /** The pino options: keys and Authorization headers never reach the logs. */
-export function loggerOptions(level: string): object {
+function loggerOptions(level: string, stream: Writable | undefined): object {
   return {
     level,
+    ...(stream === undefined ? {} : { stream }),
     redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.authorization'], censor: '[redacted]' },
     serializers: {
       req(req: FastifyRequest) {
@@ -88,7 +90,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, sql, exportSql } = deps;
   const cache = deps.exportCache ?? new ExportCache(config.exportCacheBytes);
   const app = Fastify({
-    logger: deps.logger ?? loggerOptions(config.logLevel),
+    logger: deps.logger === false ? false : loggerOptions(config.logLevel, deps.logger),
     trustProxy:
       typeof config.trustProxy === 'number'
         ? (_addr: string, hop: number) => hop < (config.trustProxy as number)

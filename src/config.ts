@@ -147,7 +147,7 @@ function isAddressOrCidr(entry: string): boolean {
 }
 
 /** One rewrite worker per core beyond the event loop's, at most 4; none on a single core. */
-export function defaultRewriteWorkers(): number {
+function defaultRewriteWorkers(): number {
   return Math.max(0, Math.min(4, os.availableParallelism() - 1));
 }
 

@@ -4,7 +4,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { ConfigError, defaultRewriteWorkers, loadConfig } from '../src/config.js';
+import { ConfigError, loadConfig } from '../src/config.js';
 
 t.test('defaults', async (t) => {
   const c = loadConfig({});
@@ -20,15 +20,15 @@ t.test('defaults', async (t) => {
   t.equal(c.rateLimitWindowMs, 60_000);
   t.equal(c.stallTimeoutMs, 60_000);
   t.ok(c.exportConcurrency >= 1 && c.poolSize >= 1 && c.exportBatchSize >= 1);
-  t.equal(c.rewriteWorkers, defaultRewriteWorkers());
+  t.equal(c.rewriteWorkers, Math.max(0, Math.min(4, os.availableParallelism() - 1)), 'one per core beyond the first, at most 4');
   t.equal(c.rewriteOffloadBytes, 65_536);
   t.equal(c.requestTimeoutMs, 10_000, 'D7.4: a request is cut within seconds');
 });
 
 t.test('rewrite workers: one per core beyond the event loop, at most 4; REWRITE_WORKERS=0 turns them off', async (t) => {
-  const n = defaultRewriteWorkers();
+  const n = loadConfig({}).rewriteWorkers;
   t.ok(n >= 0 && n <= 4);
-  t.equal(n, Math.min(4, os.availableParallelism() - 1));
+  t.equal(n, Math.max(0, Math.min(4, os.availableParallelism() - 1)), 'none on a single core');
   t.equal(loadConfig({ REWRITE_WORKERS: '0' }).rewriteWorkers, 0);
   t.equal(loadConfig({ REWRITE_WORKERS: '3', REWRITE_OFFLOAD_BYTES: '0' }).rewriteWorkers, 3);
   t.equal(loadConfig({ REWRITE_OFFLOAD_BYTES: '0' }).rewriteOffloadBytes, 0);

@@ -5,7 +5,12 @@
 import { copyFile, mkdtemp, readdir } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { migrationsDir } from '../../src/db/migrate.js';
+import { fileURLToPath } from 'node:url';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+// The package's sql/ folder, from bench/lib/ (the tests import this source) or dist/bench/lib/.
+const ROOT = HERE.split(path.sep).includes('dist') ? path.join(HERE, '..', '..', '..') : path.join(HERE, '..', '..');
+const MIGRATIONS = path.join(ROOT, 'sql');
 
 /** Columns the export reads: sql/0003_export_version_random.sql compares exactly these. */
 const EXPORTED = [
@@ -54,12 +59,15 @@ export const VARIANTS: Variant[] = [
   { name: '0003-stmt', what: '0003 with a statement-level UPDATE trigger comparing every row', upTo: 3, extraSql: STATEMENT_LEVEL_SQL, autosaveBumps: false },
 ];
 
-/** A folder holding the migrations numbered up to `n`, for migrate(). */
+/**
+ * A new temporary folder holding the migrations numbered up to `n`, for migrate(): a database as it
+ * was before the later ones. The caller removes it.
+ */
 export async function migrationsUpTo(n: number): Promise<string> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'kbx-write-cost-sql-'));
-  for (const f of await readdir(migrationsDir())) {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'kbx-migrations-'));
+  for (const f of await readdir(MIGRATIONS)) {
     const num = /^(\d{4})_/.exec(f)?.[1];
-    if (num !== undefined && Number(num) <= n) await copyFile(path.join(migrationsDir(), f), path.join(dir, f));
+    if (num !== undefined && Number(num) <= n) await copyFile(path.join(MIGRATIONS, f), path.join(dir, f));
   }
   return dir;
 }

@@ -18,7 +18,7 @@ import path from 'node:path';
 import { checkOwned, ensureSharedReadOnlyDir, NOT_WRITABLE, type Owner } from './owned-paths.js';
 
 /** Where root keeps its copies of the binaries: root-owned and not writable by anyone else. */
-export const BINARY_CACHE = '/var/cache/kb-export';
+const BINARY_CACHE = '/var/cache/kb-export';
 
 export interface NativeBuild {
   /** The folder holding bin/, lib/ and share/. */

@@ -17,10 +17,11 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { checkOwned, PRIVATE, type Owner } from './owned-paths.js';
 
-export const PASSWORD_FILE = 'kb-export-password';
+/** The password's file inside the data folder; its name is documented (README, KB_DATA_DIR). */
+const PASSWORD_FILE = 'kb-export-password';
 
 /** What kb-export set before passwords were random; only ever used to replace it. */
-export const LEGACY_PASSWORD = 'kb-export';
+const LEGACY_PASSWORD = 'kb-export';
 
 /** A new random password; base64url, so it needs no quoting in SQL or in a URL. */
 export function newPassword(): string {

@@ -56,7 +56,7 @@ function lookupUser(name: string): Owner | null {
 }
 
 /** Where `dataDir` goes when the postgres user cannot reach it: a name predictable across starts. */
-export function fallbackDataDir(dataDir: string): string {
+function fallbackDataDir(dataDir: string): string {
   const hash = createHash('sha256').update(path.resolve(dataDir)).digest('hex').slice(0, 12);
   return path.join('/var/tmp', `kb-export-data-${hash}`);
 }
@@ -75,7 +75,7 @@ function reachableDataDir(user: Owner | null, dataDir: string): string {
 }
 
 /** A TCP port free on 127.0.0.1 right now. */
-export async function freePort(): Promise<number> {
+async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.unref();

@@ -10,7 +10,7 @@ import { existsSync } from 'node:fs';
 import type { Sql } from './connect.js';
 
 /** The `sql/` folder at the package root, from `src/db/` or from `dist/src/db/` once built. */
-export function migrationsDir(): string {
+function migrationsDir(): string {
   const here = path.dirname(fileURLToPath(import.meta.url));
   const candidates = [path.resolve(here, '../../sql'), path.resolve(here, '../../../sql')];
   return candidates.find((c) => existsSync(path.join(c, '0001_init.sql'))) ?? candidates[0]!;

@@ -47,7 +47,7 @@ function copyEscapeChar(c: string): string {
  * backslash-escaped; everything else (any unicode) passes as is. Throws on a NUL character, which
  * PostgreSQL text cannot hold.
  */
-export function copyText(s: string): string {
+function copyText(s: string): string {
   return COPY_SPECIAL.test(s) ? s.replace(COPY_SPECIAL_ALL, copyEscapeChar) : s;
 }
 
@@ -56,7 +56,7 @@ export function copyText(s: string): string {
  * backslash-escaped, so commas, braces, spaces and the word NULL stay plain text. `{}` when empty.
  * (Still to be passed through copyText for COPY.)
  */
-export function pgTextArray(a: readonly string[]): string {
+function pgTextArray(a: readonly string[]): string {
   let out = '{';
   for (let i = 0; i < a.length; i++) {
     if (i > 0) out += ',';
@@ -76,7 +76,7 @@ function field(s: string | null | undefined): string {
  * holding exactly what SeedWriter.addDocument would insert: unset timestamps become `now` (an ISO
  * 8601 string), an empty bodyFontSize NULL, contentYjs bytes as `\x` hex, contentJson as JSON text.
  */
-export function copyRow(bookId: string, d: SeedDocument, now: string): string {
+function copyRow(bookId: string, d: SeedDocument, now: string): string {
   const yjs = d.contentYjs ? '\\\\x' + editorState(d.contentYjs).toString('hex') : NULL;
   const json = d.contentJson === null || d.contentJson === undefined ? NULL : copyText(JSON.stringify(d.contentJson));
   return (
@@ -119,7 +119,7 @@ function drained(stream: Writable, failed: Promise<never>): Promise<void> {
   return Promise.race([once(stream, 'drain').then(() => undefined), failed]);
 }
 
-export interface CopyResult {
+interface CopyResult {
   documents: number;
   /** UTF-8 bytes of COPY text sent. */
   bytes: number;
@@ -131,7 +131,7 @@ export interface CopyResult {
  * after each document. Rejects with PostgreSQL's error (a duplicate id, a bad value) or the
  * iterator's; the COPY is then aborted and the caller's transaction must roll back.
  */
-export async function copyDocuments(
+async function copyDocuments(
   tx: Tx,
   bookId: string,
   docs: Iterable<SeedDocument> | AsyncIterable<SeedDocument>,

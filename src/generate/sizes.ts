@@ -29,9 +29,6 @@ export function documentsForSize(size: string): number {
   return SIZES[size as SizeName];
 }
 
-/** The export body the large size must reach (bytes). */
-export const LARGE_MIN_EXPORT_BYTES = 2e9;
-
 /** Bumped when the generator's output changes on purpose; part of generatorMarker. */
 const GENERATOR_VERSION = 2;
 
@@ -48,7 +45,7 @@ export interface GeneratedBookOptions {
  * the first documents (which changes when the generator does, even without a version bump).
  * Stored as the book's description, so a loader can tell an up-to-date book from a stale one.
  */
-export function generatorMarker(opts: { documents: number; seed?: number }): string {
+function generatorMarker(opts: { documents: number; seed?: number }): string {
   const seed = opts.seed ?? 42;
   const h = createHash('sha256');
   for (const d of generateDocuments({ bookId: 'fingerprint', documents: Math.min(opts.documents, 40), seed })) h.update(JSON.stringify(d));

@@ -18,7 +18,7 @@ import { appendPath, isPathSlash, pathNeedsNormalising } from '../export/rewrite
  * URLs with a scheme, protocol-relative (`//`), fragment-only (`#`) or empty are returned
  * unchanged. `?query` and `#fragment` are kept as written; surrounding whitespace is kept too.
  */
-export function resolveCorpusUrl(url: string, pagePath: string): string {
+function resolveCorpusUrl(url: string, pagePath: string): string {
   const m = /^([\t\n\f\r ]*)(.*?)([\t\n\f\r ]*)$/s.exec(url);
   const lead = m?.[1] ?? '';
   const core = m?.[2] ?? url;

@@ -10,8 +10,6 @@ import type { DefaultTreeAdapterTypes as T } from 'parse5';
 import type { SeedDocument } from '../load/seed-types.js';
 import { rewriteCorpusUrls } from './corpus-urls.js';
 
-export { resolveCorpusUrl } from './corpus-urls.js';
-
 export interface HtmlCorpusOptions {
   /** Id of the book the documents go into; prefixes every document id. */
   bookId: string;
@@ -100,12 +98,10 @@ export async function* scanHtmlCorpus(dir: string, opts: HtmlCorpusOptions): Asy
 }
 
 /** What a single page contributes to its record; `contentStr` is null when the body has no text. */
-export interface ParsedPage {
+interface ParsedPage {
   name: string;
   contentHtml: string;
   contentStr: string | null;
-  /** How many attribute values were rewritten to root-relative URLs. */
-  rewrittenUrls: number;
 }
 
 /**
@@ -113,7 +109,7 @@ export interface ParsedPage {
  * `pagePath` is the page's path relative to the corpus root with forward slashes; `fallbackName`
  * is used when the page has neither `<title>` nor `<h1>` text. Never throws on malformed HTML.
  */
-export function pageFromHtml(html: string, pagePath: string, fallbackName: string): ParsedPage {
+function pageFromHtml(html: string, pagePath: string, fallbackName: string): ParsedPage {
   const doc = parse(html, { sourceCodeLocationInfo: true });
   const htmlEl = findElement(doc, 'html');
   const body = htmlEl && childElement(htmlEl, 'body');
@@ -127,10 +123,10 @@ export function pageFromHtml(html: string, pagePath: string, fallbackName: strin
   if (name === '') name = collapse(fallbackName);
 
   const [start, end] = body ? bodyRange(body, html.length) : [0, html.length];
-  const { html: contentHtml, count } = rewriteCorpusUrls(html.slice(start, end), pagePath);
+  const { html: contentHtml } = rewriteCorpusUrls(html.slice(start, end), pagePath);
 
   const text = body ? plainText(body) : '';
-  return { name, contentHtml, contentStr: text === '' ? null : text, rewrittenUrls: count };
+  return { name, contentHtml, contentStr: text === '' ? null : text };
 }
 
 function docId(bookId: string, relPath: string): string {

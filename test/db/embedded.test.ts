@@ -14,13 +14,18 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import t, { type Test } from 'tap';
-import { BINARY_CACHE, installedNativeBuild } from '../../src/db/embedded-binaries.js';
-import { LEGACY_PASSWORD, PASSWORD_FILE } from '../../src/db/embedded-password.js';
-import { fallbackDataDir, startEmbeddedPostgres } from '../../src/db/embedded.js';
+import { installedNativeBuild } from '../../src/db/embedded-binaries.js';
+import { startEmbeddedPostgres } from '../../src/db/embedded.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const isRoot = process.getuid!() === 0;
 const NOBODY = 65534;
+// As documented in the README (KB_DATA_DIR): the password's file in the data folder, and where
+// root keeps its copy of the binaries.
+const PASSWORD_FILE = 'kb-export-password';
+const BINARY_CACHE = '/var/cache/kb-export';
+/** What kb-export set before passwords were random. */
+const LEGACY_PASSWORD = 'kb-export';
 
 /** Who the server runs as, and so must own its data folder and password file. */
 function serverOwner(): { uid: number; gid: number } {
@@ -185,10 +190,16 @@ t.test('the /var/tmp fallback (root, unreachable data folder) gets the same chec
   const hidden = await fs.mkdtemp(path.join(os.tmpdir(), 'kbx-embedded-hidden-'));
   t.teardown(() => fs.rm(hidden, { recursive: true, force: true }));
   const requested = path.join(hidden, 'data');
-  const fallback = fallbackDataDir(requested);
+  // One start to learn where the data goes instead: a name that is the same at every start.
+  const first = await startEmbeddedPostgres(requested);
+  const fallback = first.dataDir;
   t.teardown(() => fs.rm(fallback, { recursive: true, force: true }));
+  await first.stop();
+  t.equal(path.dirname(fallback), '/var/tmp', 'the postgres user cannot reach the folder asked for: its data went to /var/tmp');
+  t.notOk(existsSync(requested));
+  await fs.rm(fallback, { recursive: true });
 
-  // Another user got there first, with a folder of theirs and then with a link to one.
+  // So another user can get there first, with a folder of theirs and then with a link to one.
   await fs.mkdir(fallback, { mode: 0o700 });
   await fs.chown(fallback, NOBODY, NOBODY);
   await t.rejects(startEmbeddedPostgres(requested), { message: `refusing to use ${fallback}: it is owned by uid ${NOBODY}` });

@@ -4,12 +4,11 @@
  * never seen before; writes the export cannot see (the editor formats, values written again) leave
  * it as it is and take no lock on books.
  */
-import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import t, { type Test } from 'tap';
 import type { Sql } from '../../src/db/connect.js';
-import { migrate, migrationsDir } from '../../src/db/migrate.js';
+import { migrationsUpTo } from '../../bench/lib/write-cost-variants.js';
+import { migrate } from '../../src/db/migrate.js';
 import { doc, seed, simpleSeed } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
 
@@ -220,9 +219,8 @@ t.test('documents has no BEFORE UPDATE trigger: the UPDATE OF trigger would miss
 
 t.test('books that existed before 0003 get distinct random versions', async (t) => {
   const db = await createTestDatabase(t, { migrate: false });
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'kbx-migrations-'));
+  const dir = await migrationsUpTo(2);
   t.teardown(() => rm(dir, { recursive: true, force: true }));
-  for (const f of await readdir(migrationsDir())) if (f < '0003') await copyFile(path.join(migrationsDir(), f), path.join(dir, f));
   await migrate(db.sql, dir);
   await db.sql`INSERT INTO users (id, name) VALUES ('u', 'u')`;
   await db.sql`INSERT INTO books (id, owner_id, slug, name) SELECT 'b' || g, 'u', 's' || g, 'n' FROM generate_series(1, 3) g`;

@@ -5,7 +5,7 @@
  */
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import { buildApp, loggerOptions } from '../../src/app.js';
+import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { connect, type Sql } from '../../src/db/connect.js';
 import { listenOnLoopback } from './app.js';
@@ -57,7 +57,7 @@ export async function startLoggedServer(
       return Reflect.get(target, prop, receiver) as unknown;
     },
   }) as Sql;
-  const app = await buildApp({ config, sql, exportSql: counting, logger: { ...loggerOptions(config.logLevel), stream } });
+  const app = await buildApp({ config, sql, exportSql: counting, logger: stream });
   const url = await listenOnLoopback(t, app, [sql, exportSql]);
   return { url, app, config, logs, begun: () => begun };
 }

@@ -1,8 +1,10 @@
 import t from 'tap';
-import { readFile, symlink, utimes } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, mkdtemp, readFile, rm, symlink, utimes, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { pageFromHtml, resolveCorpusUrl, scanHtmlCorpus } from '../../src/import/html-corpus.js';
+import { rewriteCorpusUrls } from '../../src/import/corpus-urls.js';
+import { scanHtmlCorpus } from '../../src/import/html-corpus.js';
 import type { SeedDocument } from '../../src/load/seed-types.js';
 
 const corpus = fileURLToPath(new URL('./fixtures/corpus', import.meta.url));
@@ -17,6 +19,30 @@ function byId(docs: SeedDocument[], id: string): SeedDocument {
   const d = docs.find((x) => x.id === id);
   if (!d) throw new Error(`no document ${id}`);
   return d;
+}
+
+/**
+ * What import-html makes of `url` as an image's src in page `pagePath`: the value, escaped for a
+ * double-quoted attribute, through rewriteCorpusUrls (the scanner's rewrite), read back unescaped.
+ */
+function resolveCorpusUrl(url: string, pagePath: string): string {
+  const attr = (v: string) => `<img src="${v}">`;
+  const out = rewriteCorpusUrls(attr(url.replaceAll('&', '&amp;').replaceAll('"', '&quot;')), pagePath).html;
+  const value = /^<img src="(.*)">$/s.exec(out)?.[1];
+  if (value === undefined) throw new Error(`not one image: ${out}`);
+  return value.replaceAll('&quot;', '"').replaceAll('&amp;', '&');
+}
+
+/** The record scanHtmlCorpus makes of the page `html` at `pagePath` in a corpus of its own. */
+async function scannedPage(html: string, pagePath: string): Promise<SeedDocument> {
+  const dir = await mkdtemp(join(tmpdir(), 'kbx-corpus-'));
+  try {
+    await mkdir(join(dir, dirname(pagePath)), { recursive: true });
+    await writeFile(join(dir, pagePath), html);
+    return byId(await scan(dir), `b1:${pagePath}`);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 t.test('walk order, ids, parents, types', async (t) => {
@@ -173,10 +199,9 @@ t.test('resolveCorpusUrl reads \\ and encoded dots as a browser does (decisions.
     t.equal(resolveCorpusUrl(url, 'a/b.html'), url, `${JSON.stringify(url)} unchanged: no backslash, no dot segment`);
   }
 
-  const page = pageFromHtml(
+  const page = await scannedPage(
     '<body><img src="..\\..\\..\\x.png" srcset="img\\..\\..\\..\\a.png 1x, %2E%2E/%2e%2e/b.png 2x"><a href="&#46;&#46;&#92;f.pdf" download>f</a></body>',
     'd/e/p.html',
-    'p',
   );
   t.equal(
     page.contentHtml,
@@ -201,26 +226,28 @@ t.test('edge cases: symlinks, invalid UTF-8, media elements, character reference
   t.equal(byId(docs, 'bk:bad.html').contentHtml, '<p>a\ufffd\ufffdb</p>', 'invalid UTF-8 replaced, no crash');
   t.equal(byId(docs, 'bk:real.html').createdAt, when.toISOString(), 'timestamps are the mtime');
 
-  const page = await pageFromHtml(
-    '<body><video src="v.mp4" poster="p.jpg"></video><audio src="a.ogg"><track src="t.vtt"></audio>' +
-      '<embed src="e.swf"><object data="o.pdf"></object><img src="x.png?a=1&amp;b=2">' +
-      '<a href="f.zip">plain</a><img src="x.png" src="ignored.png"></body>',
-    'd/p.html',
-    'p',
-  );
+  const media =
+    '<video src="v.mp4" poster="p.jpg"></video><audio src="a.ogg"><track src="t.vtt"></audio>' +
+    '<embed src="e.swf"><object data="o.pdf"></object><img src="x.png?a=1&amp;b=2">' +
+    '<a href="f.zip">plain</a><img src="x.png" src="ignored.png">';
+  const page = await scannedPage(`<body>${media}</body>`, 'd/p.html');
   t.equal(
     page.contentHtml,
     '<video src="/d/v.mp4" poster="/d/p.jpg"></video><audio src="/d/a.ogg"><track src="/d/t.vtt"></audio>' +
       '<embed src="/d/e.swf"><object data="/d/o.pdf"></object><img src="/d/x.png?a=1&amp;b=2">' +
       '<a href="f.zip">plain</a><img src="/d/x.png" src="ignored.png">',
   );
-  t.equal(page.rewrittenUrls, 8);
+  t.equal(rewriteCorpusUrls(media, 'd/p.html').count, 8);
 });
 
 t.test('media URLs go through the export rewriter: srcset, entities, escaping, raw text', async (t) => {
-  const rewrite = (body: string, pagePath = 'd/p.html') => pageFromHtml(`<body>${body}</body>`, pagePath, 'p');
+  // The page's record as scanned, and how many values the scanner's rewrite of that body changed.
+  const rewrite = async (body: string, pagePath = 'd/p.html') => ({
+    contentHtml: (await scannedPage(`<body>${body}</body>`, pagePath)).contentHtml,
+    rewrittenUrls: rewriteCorpusUrls(body, pagePath).count,
+  });
 
-  let page = rewrite(
+  let page = await rewrite(
     '<img srcset="a.png?x=1&amp;y=2 1x, &#46;&#46;/b.png 2x,data:image/png;base64,AA 3x, c.png (w, h) 4x">',
   );
   t.equal(
@@ -230,7 +257,7 @@ t.test('media URLs go through the export rewriter: srcset, entities, escaping, r
   );
   t.equal(page.rewrittenUrls, 1, 'one attribute value changed');
 
-  page = rewrite(`<img src=&#46;/a&#32;b.png><img src='it&#39;s.png'><img src="&#104;ttps://x.example/a.png">`);
+  page = await rewrite(`<img src=&#46;/a&#32;b.png><img src='it&#39;s.png'><img src="&#104;ttps://x.example/a.png">`);
   t.equal(
     page.contentHtml,
     `<img src=/d/a&#32;b.png><img src='/d/it&#39;s.png'><img src="&#104;ttps://x.example/a.png">`,
@@ -238,7 +265,7 @@ t.test('media URLs go through the export rewriter: srcset, entities, escaping, r
   );
   t.equal(page.rewrittenUrls, 2);
 
-  page = rewrite(`<img src="a.png"><img src='a.png'><img src=a.png>`, `R&D "x" it's/p.html`);
+  page = await rewrite(`<img src="a.png"><img src='a.png'><img src=a.png>`, `R&D "x" it's/p.html`);
   t.equal(
     page.contentHtml,
     `<img src="/R&amp;D &quot;x&quot; it's/a.png"><img src='/R&amp;D "x" it&#39;s/a.png'>` +
@@ -246,7 +273,7 @@ t.test('media URLs go through the export rewriter: srcset, entities, escaping, r
     'folder names are escaped for the attribute they land in',
   );
 
-  page = rewrite(
+  page = await rewrite(
     '<!-- <img src=a.png> --><script>"<img src=a.png>"</script><textarea><img src=a.png></textarea>&lt;img src=a.png&gt;' +
       '<svg><a href="f.pdf" download></a><video src="v.mp4"></video></svg><svg><foreignObject><img src="f.png"></foreignObject></svg>',
   );
@@ -258,7 +285,7 @@ t.test('media URLs go through the export rewriter: srcset, entities, escaping, r
   );
   t.equal(page.rewrittenUrls, 1);
 
-  page = rewrite('<image src=a.png><a href=f.pdf download=f.pdf>f</a><a href=g.pdf>g</a>');
+  page = await rewrite('<image src=a.png><a href=f.pdf download=f.pdf>f</a><a href=g.pdf>g</a>');
   t.equal(page.contentHtml, '<image src=/d/a.png><a href=/d/f.pdf download=f.pdf>f</a><a href=g.pdf>g</a>', '<image> is an img; only attachment links');
   t.equal(page.rewrittenUrls, 2);
 });

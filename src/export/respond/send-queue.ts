@@ -41,7 +41,7 @@ function table(file: string): Promise<string | null> {
  * tx_queue (bytes) of the row of `inode` in the text of a /proc/net/tcp or tcp6 table, or null
  * when no row has that inode. Columns: sl local rem st tx_queue:rx_queue tr:when retrnsmt uid timeout inode …
  */
-export function txQueueOf(text: string, inode: string): number | null {
+function txQueueOf(text: string, inode: string): number | null {
   const needle = ` ${inode} `;
   for (let at = text.indexOf(needle); at !== -1; at = text.indexOf(needle, at + 1)) {
     const start = text.lastIndexOf('\n', at) + 1;

@@ -1,14 +1,14 @@
 /**
  * The kernel send-queue probe (src/export/respond/send-queue.ts): the row of a /proc/net/tcp table found by
- * its inode column alone, and, on Linux, a real connection whose client does not read showing the
+ * its inode column alone (a table and a descriptor link put in place of /proc's), and, on Linux, a real connection whose client does not read showing the
  * bytes its server's kernel holds, down to 0 once the client has read them.
  */
 import { once } from 'node:events';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import t from 'tap';
-import { sendQueueProbe, txQueueOf } from '../../../src/export/respond/send-queue.js';
+import t, { type Test } from 'tap';
+import { sendQueueProbe } from '../../../src/export/respond/send-queue.js';
 
 const TABLE = [
   '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode',
@@ -18,12 +18,31 @@ const TABLE = [
   '',
 ].join('\n');
 
-t.test('txQueueOf reads tx_queue of the row whose inode column matches', async (t) => {
-  t.equal(txQueueOf(TABLE, '6949'), 0x3a9f00, 'row 1: the same digits as a uid and a timeout elsewhere do not count');
-  t.equal(txQueueOf(TABLE, '7001'), 0, 'nothing queued (rx_queue is not tx_queue)');
-  t.equal(txQueueOf(TABLE, '1234'), 0);
-  t.equal(txQueueOf(TABLE, '999'), null, 'no such socket');
-  t.equal(txQueueOf(TABLE, '00'), null, 'digits that are no whole column');
+/** What the probe answers for a socket whose descriptor is a link to `socket:[inode]`, with TABLE as /proc/self/net/tcp. */
+async function probedFromTable(t: Test, inode: string): Promise<number | null> {
+  const read: string[] = [];
+  const { sendQueueProbe: probeOf } = await t.mockImport<typeof import('../../../src/export/respond/send-queue.js')>(
+    '../../../src/export/respond/send-queue.js',
+    {
+      'node:fs/promises': {
+        readFile: async (file: string) => (read.push(file), TABLE),
+        readlink: async (link: string) => (link === '/proc/self/fd/7' ? `socket:[${inode}]` : ''),
+      },
+    },
+  );
+  // Only what the probe looks at: the address family and the descriptor.
+  const socket = { localAddress: '127.0.0.1', _handle: { fd: 7 } } as unknown as net.Socket;
+  const held = await probeOf(socket)();
+  t.same(read, ['/proc/self/net/tcp'], 'the IPv4 table');
+  return held;
+}
+
+t.test('the probe reads tx_queue of the row whose inode column is its socket\'s', { skip: process.platform !== 'linux' && 'Linux only' }, async (t) => {
+  t.equal(await probedFromTable(t, '6949'), 0x3a9f00, 'row 1: the same digits as a uid and a timeout elsewhere do not count');
+  t.equal(await probedFromTable(t, '7001'), 0, 'nothing queued (rx_queue is not tx_queue)');
+  t.equal(await probedFromTable(t, '1234'), 0);
+  t.equal(await probedFromTable(t, '999'), null, 'no such socket');
+  t.equal(await probedFromTable(t, '00'), null, 'digits that are no whole column');
 });
 
 t.test('a real connection: the probe sees what the client has not taken, then 0', async (t) => {
