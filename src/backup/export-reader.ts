@@ -34,7 +34,7 @@ function decompressed(file: string): Readable {
 }
 
 /** Whether a file holds NDJSON by its name (`.ndjson`, `.jsonl`, before any compression suffix); `restore --format` overrides it. */
-export function isNdjsonFile(file: string): boolean {
+function isNdjsonFile(file: string): boolean {
   return /\.(ndjson|jsonl)(\.(gz|br|zst))?$/.test(file);
 }
 

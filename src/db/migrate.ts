@@ -58,7 +58,7 @@ async function pendingMigrations(sql: Sql, dir: string = migrationsDir()): Promi
 }
 
 /** Thrown when the schema is behind the code: only `kb-export migrate` (or `serve --migrate`) changes it. */
-export class SchemaBehindError extends Error {
+class SchemaBehindError extends Error {
   override name = 'SchemaBehindError';
   constructor(readonly pending: string[]) {
     super(

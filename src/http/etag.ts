@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 
 /** Bumped whenever a change to the code changes the bytes of an export for the same data. */
-export const EXPORT_FORMAT_VERSION = 1;
+const EXPORT_FORMAT_VERSION = 1;
 
 export interface EtagInput {
   bookId: string;

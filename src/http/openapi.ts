@@ -56,7 +56,7 @@ function getAndHead(get: { summary: string; responses: Record<string, { descript
 }
 
 /** The document, built once. */
-export function openApiDocument(): Record<string, unknown> {
+function openApiDocument(): Record<string, unknown> {
   const exportPath = EXPORT_PATH.replace(':bookSlug', '{bookSlug}');
   const exportOperation = (summary: string, body: boolean) => ({
     summary,

@@ -11,7 +11,7 @@ import { ApiError } from '../errors.js';
 import { clientErrorHandler } from './client-errors.js';
 
 /** True when the request announces a body (a non-zero Content-Length, or any Transfer-Encoding). */
-export function hasBody(req: IncomingMessage): boolean {
+function hasBody(req: IncomingMessage): boolean {
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && Number(length) !== 0);
 }

@@ -14,7 +14,7 @@ export const MEDIA_TYPES: Readonly<Record<BodyFormat, string>> = {
 };
 
 /** What the export's answers vary by (decisions.md D9.3, D9.4), for caches between it and clients. */
-export const EXPORT_VARY = 'Accept, Accept-Encoding';
+const EXPORT_VARY = 'Accept, Accept-Encoding';
 
 /** Response headers of a successful export (decisions.md D6.5, D9.3, D9.4). */
 export function exportHeaders(format: BodyFormat, encoding = 'identity'): Record<string, string> {
