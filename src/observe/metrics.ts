@@ -152,7 +152,7 @@ declare module 'fastify' {
 }
 
 /** Answers a scrape: the registry in Prometheus's text format. */
-export async function exposition(metrics: Metrics): Promise<{ contentType: string; body: string }> {
+async function exposition(metrics: Metrics): Promise<{ contentType: string; body: string }> {
   return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
 }
 
