@@ -12,7 +12,7 @@
  * `node dist/bench/encoder.js [--quick]` runs it alone and prints the rows.
  */
 import { isDeepStrictEqual } from 'node:util';
-import { encodeDocument, jsonHtmlMayNeedRewrite } from '../src/export/encode/document-encoder.js';
+import { contentHtmlAsStored, encodeDocument } from '../src/export/encode/document-encoder.js';
 import { mayNeedRewrite, rewriteHtml } from '../src/export/rewrite/html-rewriter.js';
 import { JsonChunker } from '../src/export/encode/json-encoder.js';
 import { rewriteMediaUrl } from '../src/export/rewrite/media-url.js';
@@ -172,7 +172,7 @@ async function prepare(documents: number): Promise<Data> {
     if (ours.equals(Buffer.from(text))) data.identical++;
     if (!exp.htmlVerified) data.unverifiedHtml++;
     const html = row[DOC.contentHtml];
-    const flagged = html !== null && jsonHtmlMayNeedRewrite(html);
+    const flagged = contentHtmlAsStored(html) === undefined;
     if (!flagged) data.plain.push(data.rows.length);
     else if (!mayNeedRewrite(values[DOC.contentHtml]!)) data.jsonOnlyFlagged++;
     data.values.push(values);

@@ -110,7 +110,7 @@ function orDefault(j: Buffer | null, def: Buffer): Buffer {
 const jsonPreCheck = mediaPreCheck('\\t\\n\\f\\r />"\\\\');
 
 /** Whether escaped JSON text of some HTML may hold a URL that D3.3 rewrites. */
-export function jsonHtmlMayNeedRewrite(json: Buffer): boolean {
+function jsonHtmlMayNeedRewrite(json: Buffer): boolean {
   return jsonPreCheck(json.toString('latin1'));
 }
 
@@ -125,15 +125,7 @@ export function contentHtmlAsStored(j: Buffer | null): Buffer | undefined {
 }
 
 /**
- * Whether contentHtml's JSON text `j` (a column as the cursor returns it, or null) goes through
- * the tokenizer: not null, not `""`, and flagged by jsonHtmlMayNeedRewrite.
- */
-export function contentHtmlNeedsRewrite(j: Buffer | null): j is Buffer {
-  return contentHtmlAsStored(j) === undefined;
-}
-
-/**
- * The rewrite plan (rewrite-plan.ts) of a flagged contentHtml (`j`, see contentHtmlNeedsRewrite)
+ * The rewrite plan (rewrite-plan.ts) of a flagged contentHtml (`j`: contentHtmlAsStored gave undefined)
  * under media proxy prefix `prefix` (export-api.md 2.2 rule 1, decisions.md D3): the edits parse5's
  * tokenizer finds (HtmlMediaRewriter), at the byte offsets of the JSON text (jsonOffsets), each new
  * value escaped for JSON. The HTML is decoded only for the tokenizer; applying the plan copies the
