@@ -9,7 +9,7 @@ import type { Stats } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 
-export class UnsafePathError extends Error {
+class UnsafePathError extends Error {
   override name = 'UnsafePathError';
   constructor(
     readonly path: string,
