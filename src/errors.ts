@@ -22,7 +22,7 @@ export const ERRORS = {
 export type ErrorCode = keyof typeof ERRORS;
 
 /** The flat error envelope of export-api.md section 7. */
-export interface ErrorEnvelope {
+interface ErrorEnvelope {
   success: false;
   code: ErrorCode;
   message: string;

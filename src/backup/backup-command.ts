@@ -17,7 +17,7 @@ import { etagFileOf } from './output.js';
 import type { BackupFormat } from './verify.js';
 import { progressReporter } from '../cli/progress.js';
 
-export interface BackupOptions {
+interface BackupOptions {
   server: string;
   book: string;
   out: string;

@@ -10,7 +10,7 @@ import { request } from 'undici';
 import { openOutput } from './output.js';
 import { bodyVerifier, incompleteReason, type BackupFormat } from './verify.js';
 
-export interface AttemptOptions {
+interface AttemptOptions {
   url: string;
   key: string;
   format: BackupFormat;

@@ -13,7 +13,7 @@ import { parser } from 'stream-json';
 import { pick } from 'stream-json/filters/pick.js';
 import { streamValues } from 'stream-json/streamers/stream-values.js';
 
-export type ExportRecord = { kind: 'book'; book: Record<string, unknown> } | { kind: 'document'; document: Record<string, unknown> };
+type ExportRecord = { kind: 'book'; book: Record<string, unknown> } | { kind: 'document'; document: Record<string, unknown> };
 
 type ZstdZlib = typeof zlib & { createZstdDecompress?: () => Transform };
 

@@ -27,7 +27,7 @@ function compressorFor(file: string): Transform | null {
   return null;
 }
 
-export interface BackupOutput {
+interface BackupOutput {
   /** The stream the decoded body is written to. */
   readonly stream: Writable;
   /** Makes the body (and `etag`, when given) durable under their final names. */

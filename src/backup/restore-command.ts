@@ -15,7 +15,7 @@ import { SeedError, validateBook, validateDocument } from '../load/seed-validate
 import { SeedWriter } from '../load/seed-writer.js';
 import { readExport } from './export-reader.js';
 
-export interface RestoreOptions {
+interface RestoreOptions {
   owner: string;
   file: string;
   /** `json` or `ndjson`; by default from the file's name. */

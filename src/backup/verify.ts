@@ -10,14 +10,14 @@ import { parser } from 'stream-json';
 export type BackupFormat = 'json' | 'ndjson';
 
 /** What a body turned out to be once it ended. */
-export interface BodyVerdict {
+interface BodyVerdict {
   documents: number;
   count: number | null;
   success: boolean;
 }
 
 /** A Writable that verifies what is written to it; `verdict()` after it finished. */
-export interface BodyVerifier extends Writable {
+interface BodyVerifier extends Writable {
   verdict(): BodyVerdict;
 }
 

@@ -4,7 +4,7 @@
  */
 import cliProgress from 'cli-progress';
 
-export interface Progress {
+interface Progress {
   update(value: number): void;
   stop(): void;
 }

@@ -5,7 +5,7 @@ import postgres from 'postgres';
 
 export type Sql = postgres.Sql;
 
-export interface ConnectOptions {
+interface ConnectOptions {
   /** Most connections this pool opens. */
   max: number;
   applicationName: string;

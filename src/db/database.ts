@@ -6,7 +6,7 @@
 import { ConfigError, type Config } from '../config.js';
 import { startEmbeddedPostgres } from './embedded.js';
 
-export interface DatabaseTarget {
+interface DatabaseTarget {
   url: string;
   embedded: boolean;
   /** Stops the embedded server; a no-op for DATABASE_URL. */

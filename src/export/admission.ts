@@ -8,7 +8,7 @@
 import { ApiError } from '../errors.js';
 import { ClientGoneError } from './respond/response-writer.js';
 
-export interface AdmissionLimits {
+interface AdmissionLimits {
   /** Exports that stream at once: the export pool's size (EXPORT_CONCURRENCY). */
   concurrency: number;
   /** Exports that may wait for a slot (EXPORT_QUEUE_MAX). */
@@ -23,7 +23,7 @@ export interface AdmissionLimits {
 export const RETRY_AFTER_S = 5;
 
 /** Gives the slot back; calling it again does nothing. */
-export type Release = () => void;
+type Release = () => void;
 
 interface Waiter {
   grant: () => void;

@@ -26,7 +26,7 @@ import { inSnapshot, type SnapshotTimeouts } from './snapshot/snapshot.js';
 import { exportHeaders, type BodyFormat } from './encode/body-format.js';
 import { bodySink, type ContentEncoding } from './respond/compression.js';
 
-export interface ExportRequest extends DocumentQueryOptions {
+interface ExportRequest extends DocumentQueryOptions {
   userId: string;
   bookSlug: string;
   /** JSON or NDJSON (decisions.md D9.4); JSON when unset. */
@@ -35,7 +35,7 @@ export interface ExportRequest extends DocumentQueryOptions {
   encoding?: ContentEncoding;
 }
 
-export interface ExportSettings {
+interface ExportSettings {
   mediaProxyPrefix: string;
   /** Most rows per FETCH. */
   batchSize: number;
@@ -66,7 +66,7 @@ export interface ExportSettings {
   onHeaders?: (version: string) => void;
 }
 
-export interface ExportResult {
+interface ExportResult {
   outcome: 'complete' | 'client-gone';
   /** Why the client is gone, when it is. */
   reason?: GoneReason;

@@ -63,7 +63,7 @@ function exportedBook(b: SeedBookHeader): Record<string, unknown> {
   };
 }
 
-export interface ExportEstimate {
+interface ExportEstimate {
   /** Documents the default export returns (active, not categories). */
   documents: number;
   /** UTF-8 bytes of the whole response body. */

@@ -16,7 +16,7 @@ import { body, sentenceOf, table, targetLength, type BodyContext } from './docum
 import { B62, fractionalKey, prng } from './random.js';
 import { EMOJIS, IMAGE_DIRS, LANG_WEIGHTS, sentencePools, TAGS } from './text-pools.js';
 
-export interface GenerateOptions {
+interface GenerateOptions {
   bookId: string;
   /** Documents to generate, categories included. */
   documents: number;

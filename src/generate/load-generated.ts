@@ -200,7 +200,7 @@ export function apiKeyId(userId: string, key: string): string {
   return `${userId}-${hashApiKey(key).subarray(0, 6).toString('hex')}`;
 }
 
-export interface LoadGeneratedOptions {
+interface LoadGeneratedOptions {
   /** A named size (SIZES); or give `documents`. */
   size?: SizeName;
   /** Documents to generate, categories and inactive ones included; overrides `size`. */
@@ -226,7 +226,7 @@ export interface LoadGeneratedOptions {
   onProgress?: (documents: number, bytes: number) => void;
 }
 
-export interface LoadGeneratedResult {
+interface LoadGeneratedResult {
   /** True when the book already held this data and nothing was written. */
   skipped: boolean;
   /** Documents of the book (generated, categories and inactive ones included). */

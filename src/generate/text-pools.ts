@@ -134,7 +134,7 @@ function makeSentence(rnd: () => number, lang: Lang, index: number, minWords: nu
 }
 
 /** Sentences, titles and table cells per entry of LANGS. */
-export interface SentencePools {
+interface SentencePools {
   sentences: Sentence[][];
   titles: Sentence[][];
   cells: Sentence[][];

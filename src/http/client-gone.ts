@@ -6,7 +6,7 @@
  */
 import type { ServerResponse } from 'node:http';
 
-export interface ClientWatch {
+interface ClientWatch {
   /** Aborts when the connection closes before the response finished. */
   signal: AbortSignal;
   /** Stops watching (the response is done, or someone else watches now). */

@@ -43,7 +43,7 @@ export function notServed(req: FastifyRequest, reply: FastifyReply): FastifyRepl
   return send(reply, 'NOT_FOUND');
 }
 
-export interface ErrorHandlingDeps {
+interface ErrorHandlingDeps {
   /** Where outages of dependencies are logged, once each (decisions.md D8.5). */
   outages: OutageLog;
   /** Recognises an error as a dependency's outage that only the app can tell (the rate-limit store's). */

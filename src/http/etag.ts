@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 /** Bumped whenever a change to the code changes the bytes of an export for the same data. */
 const EXPORT_FORMAT_VERSION = 1;
 
-export interface EtagInput {
+interface EtagInput {
   bookId: string;
   /** books.export_version as the export read it. */
   version: string;

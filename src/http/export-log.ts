@@ -13,7 +13,7 @@ import type { Metrics } from '../observe/metrics.js';
  */
 export type ExportOutcome = 'complete' | 'client_gone' | 'failed' | 'rejected';
 
-export interface ExportLogFields {
+interface ExportLogFields {
   userId: string;
   keyId: string;
   bookSlug: string;
@@ -25,7 +25,7 @@ export interface ExportLogFields {
   encoding: string;
 }
 
-export interface ExportEnd {
+interface ExportEnd {
   count?: number;
   bytes?: number;
   reason?: GoneReason | string;

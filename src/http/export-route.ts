@@ -32,7 +32,7 @@ import { refuseBody } from './pre-routing.js';
 
 /** The export's route, as Fastify writes it. */
 
-export interface ExportRouteDeps {
+interface ExportRouteDeps {
   config: Config;
   /** Pool for key and book lookups. */
   sql: Sql;

@@ -19,7 +19,7 @@ export interface ReadinessProbe {
   check(): Promise<unknown>;
 }
 
-export type ReadyState = { ready: true } | { ready: false; reason: string };
+type ReadyState = { ready: true } | { ready: false; reason: string };
 
 /** The cached state `/readyz` answers from. */
 export class Readiness {

@@ -6,7 +6,7 @@
 /** The open API's one operation (export-api.md 4.1), in the router's syntax. */
 export const EXPORT_PATH = '/api/v1/open/books/:bookSlug/docs';
 
-export interface ServedRoute {
+interface ServedRoute {
   /** The path in the router's syntax (`:name` is one segment). */
   path: string;
   /** What the path matches, derived from `path`. */

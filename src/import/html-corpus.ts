@@ -10,7 +10,7 @@ import type { DefaultTreeAdapterTypes as T } from 'parse5';
 import type { SeedDocument } from '../load/seed-types.js';
 import { rewriteCorpusUrls } from './corpus-urls.js';
 
-export interface HtmlCorpusOptions {
+interface HtmlCorpusOptions {
   /** Id of the book the documents go into; prefixes every document id. */
   bookId: string;
 }

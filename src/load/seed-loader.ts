@@ -48,7 +48,7 @@ async function expect(tokens: Tokens, name: string, where: string): Promise<void
   if (t.name !== name) throw new SeedError(`${where}: expected ${name.replace('start', '').toLowerCase()}, found ${t.name}`);
 }
 
-export interface LoadOptions {
+interface LoadOptions {
   /** Called after each written document with the running summary. */
   onProgress?: (summary: LoadSummary) => void;
 }

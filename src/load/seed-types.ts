@@ -16,7 +16,7 @@ export interface SeedUser {
   apiKeys?: SeedApiKey[];
 }
 
-export interface SeedCover {
+interface SeedCover {
   url?: string | null;
   position?: string | null;
 }

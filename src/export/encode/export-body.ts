@@ -10,7 +10,7 @@ import { FRAMING, type BodyFormat, type Framing } from './body-format.js';
 import type { BookRow, DocumentRow } from '../snapshot/query.js';
 import type { BodySink } from '../respond/compression.js';
 
-export interface ExportBodyOptions {
+interface ExportBodyOptions {
   mediaProxyPrefix: string;
   /** JSON (the default) or NDJSON (decisions.md D9.4). */
   format?: BodyFormat;

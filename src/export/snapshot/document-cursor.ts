@@ -16,7 +16,7 @@ import type { Snapshot } from './snapshot.js';
 const ROWS = 'kb_export_cursor';
 const SIZES = 'kb_export_sizes';
 
-export interface CursorLimits {
+interface CursorLimits {
   /** Bytes of row data one batch may hold (a larger single row comes alone). */
   budgetBytes: number;
   /** Most rows one batch may hold. */
