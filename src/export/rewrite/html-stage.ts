@@ -20,7 +20,7 @@ export type BatchHtml = Buffer[] | Promise<Buffer[]>;
 export const OFFLOAD_BYTES = 64 * 1024;
 
 /** How an export rewrites contentHtml. */
-export interface HtmlStageOptions {
+interface HtmlStageOptions {
   /** The media proxy prefix, normalised (decisions.md D3.1). */
   prefix: string;
   /** Rewrite workers; without them rows are planned on the event loop. */
@@ -38,7 +38,7 @@ export interface PlanUse {
 }
 
 /** Flagged rows spliced from a stored plan, and flagged rows tokenized. */
-export interface PlanUseCounts {
+interface PlanUseCounts {
   reused: number;
   computed: number;
 }

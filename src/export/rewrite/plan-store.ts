@@ -11,7 +11,7 @@ import type { Sql } from '../../db/connect.js';
 import { PLAN_KEY_BYTES } from './rewrite-plan.js';
 
 /** A plan as stored: its key (rewrite-plan.ts planKey) and the plan. */
-export interface StoredPlan {
+interface StoredPlan {
   key: Buffer;
   plan: Buffer;
 }
@@ -29,11 +29,11 @@ export function readStoredPlan(column: Buffer | null): StoredPlan | null {
 }
 
 /** The writer's log: warnings when a write fails (pino's shape). */
-export interface PlanWriterLog {
+interface PlanWriterLog {
   warn(obj: object, msg: string): void;
 }
 
-export interface PlanWriterOptions {
+interface PlanWriterOptions {
   /** Plans waiting to be written at most; more are dropped (default 10,000, a few MB at most). */
   maxQueued?: number;
   /** Plans per INSERT (default 500). */
@@ -42,7 +42,7 @@ export interface PlanWriterOptions {
 }
 
 /** Counts of what became of the plans offered, for metrics (observe/metrics.ts). */
-export interface PlanWriterCounts {
+interface PlanWriterCounts {
   /** Plans written (inserted, or replacing one with another key). */
   written: number;
   /** Plans dropped because the queue was full. */

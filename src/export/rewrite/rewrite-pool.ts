@@ -75,7 +75,7 @@ export class RewritePool {
 
   /**
    * The rewrite plans (rewrite-plan.ts, document-encoder.ts contentHtmlPlan) of the JSON texts of
-   * flagged contentHtml values (contentHtmlNeedsRewrite) under `prefix`, in order; an empty plan
+   * flagged contentHtml values (contentHtmlAsStored) under `prefix`, in order; an empty plan
    * for a text that stays as it is. Rejects with RewriteWorkerError if the batch cannot be
    * rewritten (see the class), or the pool is closed.
    */
