@@ -275,7 +275,7 @@ t.test('bad field values load nothing and name the record', async (t) => {
     s.books[0].documents[2].status = -7;
     await load(sql, s);
     t.same((await sql`SELECT status FROM documents ORDER BY id`).map((r) => r.status), [1, 0, -7]);
-    await sql`TRUNCATE users, api_keys, books, documents`;
+    await sql`TRUNCATE users, api_keys, books, documents, rewrite_plans`;
   });
   for (const size of ['16', 'big', 'Default', 16, true]) {
     await t.test(`bodyFontSize ${JSON.stringify(size)}`, async (t) => {
@@ -289,7 +289,7 @@ t.test('bad field values load nothing and name the record', async (t) => {
     s.books[0].documents.forEach((d: Json, i: number) => (d.bodyFontSize = ['default', '14', 12][i]));
     await load(sql, s);
     t.same((await sql`SELECT body_font_size FROM documents ORDER BY id`).map((r) => r.body_font_size), ['default', '14', '12']);
-    await sql`TRUNCATE users, api_keys, books, documents`;
+    await sql`TRUNCATE users, api_keys, books, documents, rewrite_plans`;
   });
   await t.test('contentYjs that is not base64 (the spec example holds a placeholder) loads as its text bytes', async (t) => {
     const s = small();
@@ -297,7 +297,7 @@ t.test('bad field values load nothing and name the record', async (t) => {
     await load(sql, s);
     const [d] = await sql`SELECT content_yjs FROM documents WHERE id = 'd-1'`;
     t.same(Buffer.from(d!.content_yjs), Buffer.from('AQL…base64…', 'utf8'));
-    await sql`TRUNCATE users, api_keys, books, documents`;
+    await sql`TRUNCATE users, api_keys, books, documents, rewrite_plans`;
   });
   await t.test('a timestamp that is not one', async (t) => {
     const s = small();
@@ -438,7 +438,7 @@ t.test('order of the file (rule 1)', async (t) => {
       users: [{ id: 'u-new', name: 'New' }],
     };
     await rejects(t, sql, s, [/"users" must come before "books"/], loaded);
-    await sql`TRUNCATE users, api_keys, books, documents`;
+    await sql`TRUNCATE users, api_keys, books, documents, rewrite_plans`;
   });
   await t.test('a book id after its documents', async (t) => {
     const text =
