@@ -193,6 +193,12 @@ function jsonOffsets(j: Buffer, edits: readonly Edit[]): number[] {
   return out;
 }
 
+/**
+ * contentHtml's JSON text as exported: one Buffer, or the parts a rewrite plan splices together
+ * (rewrite-plan.ts planParts), written in order without being joined first.
+ */
+export type ContentHtmlJson = Buffer | readonly Buffer[];
+
 /** contentHtml's JSON text as exported (decisions.md D2.1, D3). */
 function contentHtml(j: Buffer | null, prefix: string): Buffer {
   return contentHtmlAsStored(j) ?? rewriteContentHtmlJson(j!, prefix);
@@ -204,7 +210,7 @@ function contentHtml(j: Buffer | null, prefix: string): Buffer {
  * decisions.md D3). `rewrittenHtml`, when given, is contentHtml's JSON text as exported, already
  * worked out (contentHtmlAsStored, or rewriteContentHtmlJson on a rewrite worker), and is written as it is.
  */
-export function encodeDocument(row: DocumentRow, mediaPrefix: string, out: JsonChunker, rewrittenHtml?: Buffer): void {
+export function encodeDocument(row: DocumentRow, mediaPrefix: string, out: JsonChunker, rewrittenHtml?: ContentHtmlJson): void {
   const coverUrl = row[DOC.coverUrl];
   out.push(KEY.id);
   out.push(row[DOC.id]);
@@ -245,6 +251,7 @@ export function encodeDocument(row: DocumentRow, mediaPrefix: string, out: JsonC
   out.push(KEY.contentStr);
   out.push(orNull(row[DOC.contentStr]));
   out.push(KEY.contentHtml);
-  out.push(rewrittenHtml ?? contentHtml(row[DOC.contentHtml], mediaPrefix));
+  if (Array.isArray(rewrittenHtml)) for (const part of rewrittenHtml) out.push(part);
+  else out.push((rewrittenHtml as Buffer | undefined) ?? contentHtml(row[DOC.contentHtml], mediaPrefix));
   out.push(KEY.end);
 }

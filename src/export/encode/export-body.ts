@@ -4,7 +4,7 @@
  * (D9.4, body-format.ts), in chunks through the ResponseWriter (backpressure), counting documents
  * and keeping a copy of a small body for the export cache.
  */
-import { encodeClosing, encodeDocument, encodeOpening } from './document-encoder.js';
+import { encodeClosing, encodeDocument, encodeOpening, type ContentHtmlJson } from './document-encoder.js';
 import { JsonChunker } from './json-encoder.js';
 import { FRAMING, type BodyFormat, type Framing } from './body-format.js';
 import type { BookRow, DocumentRow } from '../snapshot/query.js';
@@ -60,7 +60,7 @@ export class ExportBody {
    * Encodes the documents of a batch, `html[i]` being row i's contentHtml JSON text as exported
    * (html-stage.ts), and writes each full chunk. Throws ClientGoneError.
    */
-  async writeBatch(rows: readonly DocumentRow[], html: readonly Buffer[]): Promise<void> {
+  async writeBatch(rows: readonly DocumentRow[], html: readonly ContentHtmlJson[]): Promise<void> {
     for (let i = 0; i < rows.length; i++) {
       if (this.#count > 0 && this.#framing.between !== null) this.#chunker.push(this.#framing.between);
       encodeDocument(rows[i]!, this.opts.mediaProxyPrefix, this.#chunker, html[i]);

@@ -6,15 +6,15 @@
  * parse5's tokenizer, on a rewrite worker when the batch holds enough of them to pay for the round
  * trip, on the event loop otherwise, and their new plans are offered to the plan writer.
  */
-import { contentHtmlAsStored, contentHtmlPlan, prefixJson } from '../encode/document-encoder.js';
+import { contentHtmlAsStored, contentHtmlPlan, prefixJson, type ContentHtmlJson } from '../encode/document-encoder.js';
 import { LARGE_DOCUMENT_BYTES } from './large-garbage.js';
 import { DOC, type DocumentRow } from '../snapshot/query.js';
 import type { RewritePool } from './rewrite-pool.js';
 import { readStoredPlan, type PlanWriter } from './plan-store.js';
-import { applyPlan, contentDigest, planKey, PlanFormatError } from './rewrite-plan.js';
+import { contentDigest, planKey, PlanFormatError, planParts } from './rewrite-plan.js';
 
 /** Per row of a batch, contentHtml's JSON text as exported; a promise while a worker rewrites it. */
-export type BatchHtml = Buffer[] | Promise<Buffer[]>;
+export type BatchHtml = ContentHtmlJson[] | Promise<ContentHtmlJson[]>;
 
 /** Default bytes of flagged contentHtml a batch must hold before it goes to a worker. */
 export const OFFLOAD_BYTES = 64 * 1024;
@@ -58,11 +58,11 @@ interface Pending {
 export function rewriteBatchHtml(rows: readonly DocumentRow[], opts: HtmlStageOptions): BatchHtml {
   const { prefix, pool, plans } = opts;
   const pj = prefixJson(prefix);
-  const html = new Array<Buffer>(rows.length);
+  const html = new Array<ContentHtmlJson>(rows.length);
   const pending: Pending[] = [];
   let pendingBytes = 0;
   const planned = (p: Pending, plan: Buffer) => {
-    html[p.row] = applyPlan(p.text, plan, pj);
+    html[p.row] = planParts(p.text, plan, pj);
     if (p.digest !== null && plans?.writer) plans.writer.offer(documentId(rows[p.row]!), planKey(p.digest, plan), plan);
   };
   rows.forEach((row, i) => {
@@ -112,11 +112,11 @@ export function rewriteBatchHtml(rows: readonly DocumentRow[], opts: HtmlStageOp
  * Row `row`'s text `text` spliced by its stored plan when that plan was computed from the text's
  * `digest` (contentDigest) and stored as computed (planKey); otherwise null.
  */
-function fromStoredPlan(row: DocumentRow, text: Buffer, digest: Buffer, pj: Buffer): Buffer | null {
+function fromStoredPlan(row: DocumentRow, text: Buffer, digest: Buffer, pj: Buffer): Buffer[] | null {
   const stored = readStoredPlan(row[DOC.plan]);
   if (stored === null || !planKey(digest, stored.plan).equals(stored.key)) return null;
   try {
-    return applyPlan(text, stored.plan, pj);
+    return planParts(text, stored.plan, pj);
   } catch (err) {
     // Only a plan computed wrongly can fail to fit the text its key names: tokenize, and replace it.
     if (err instanceof PlanFormatError) return null;

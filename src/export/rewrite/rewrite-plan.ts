@@ -164,7 +164,7 @@ export class PlanFormatError extends Error {
  * Throws PlanFormatError for a plan that does not fit `json`: a key that matched makes that a
  * bug or a corrupt row, never a reason to export wrong bytes.
  */
-function planParts(json: Buffer, plan: Buffer, prefixJson: Buffer): Buffer[] {
+export function planParts(json: Buffer, plan: Buffer, prefixJson: Buffer): Buffer[] {
   if (plan.length === 0) return [json];
   const r = new PlanReader(plan);
   const parts: Buffer[] = [];

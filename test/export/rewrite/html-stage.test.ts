@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import { arbitraryHtml as html } from '../../helpers/html-arbitrary.js';
 import t from 'tap';
-import { rewriteContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
+import { rewriteContentHtmlJson, type ContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
 import { rewriteBatchHtml } from '../../../src/export/rewrite/html-stage.js';
 import { rewriteHtml } from '../../../src/export/rewrite/html-rewriter.js';
 import { LARGE_DOCUMENT_BYTES } from '../../../src/export/rewrite/large-garbage.js';
@@ -33,6 +33,9 @@ t.test('unchanged HTML comes back as the very same Buffer', async (t) => {
   t.equal(rewriteContentHtmlJson(j, P), j);
 });
 
+/** contentHtml's JSON text as one Buffer, from the stage's Buffer or parts; a Buffer passed through stays that Buffer. */
+const joined = (h: ContentHtmlJson): Buffer => (Array.isArray(h) ? Buffer.concat(h) : (h as Buffer));
+
 function row(contentHtml: string | null): DocumentRow {
   const r = new Array(19).fill(null) as unknown as DocumentRow;
   r[DOC.contentHtml] = contentHtml === null ? null : json(contentHtml);
@@ -49,8 +52,8 @@ t.test('one path whatever runs it: the same bytes inline and with a pool; large 
     row('<img src="a.png">'),
     row('<p>' + 'x'.repeat(70_000) + '<img src="b.png"></p>'),
   ];
-  const inline = rewriteBatchHtml(rows, { prefix: P, offloadBytes: 0 }) as Buffer[];
-  const pooled = await rewriteBatchHtml(rows, { prefix: P, pool, offloadBytes: 0 });
+  const inline = (rewriteBatchHtml(rows, { prefix: P, offloadBytes: 0 }) as ContentHtmlJson[]).map(joined);
+  const pooled = (await rewriteBatchHtml(rows, { prefix: P, pool, offloadBytes: 0 })).map(joined);
   t.same(pooled.map(String), inline.map(String), 'same bytes from the worker');
   t.equal(inline[0]!.toString(), 'null', 'NULL is null (D2.1)');
   t.equal(inline[1]!.toString(), 'null', "'' is null (D2.1)");
@@ -61,7 +64,7 @@ t.test('one path whatever runs it: the same bytes inline and with a pool; large 
   const large = [row('<img src="a.png">' + 'y'.repeat(LARGE_DOCUMENT_BYTES))];
   const out = rewriteBatchHtml(large, { prefix: P, pool, offloadBytes: 0 });
   t.ok(Array.isArray(out), 'a large document is rewritten on the event loop, not sent to the (closed) pool');
-  t.match((out as Buffer[])[0]!.subarray(0, 40).toString(), /\/media\/a\.png/);
+  t.match(joined((out as ContentHtmlJson[])[0]!).subarray(0, 40).toString(), /\/media\/a\.png/);
   const small = rewriteBatchHtml([row('<img src="a.png">')], { prefix: P, pool, offloadBytes: 0 });
   await t.rejects(small as Promise<Buffer[]>, 'a small flagged batch does go to the pool, which is closed');
 });
