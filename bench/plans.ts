@@ -15,6 +15,8 @@ import { Command } from 'commander';
 import type { Sql } from '../src/db/connect.js';
 import { SIZES } from '../src/generate/sizes.js';
 import { BENCH_KEY, ensureDataset, openBenchDatabase, type Dataset } from './lib/datasets.js';
+import postgres from 'postgres';
+import { documentQuery } from '../src/export/snapshot/query.js';
 import { agent, copyOnce } from './lib/http-client.js';
 import { startServer, type ServerProcess } from './lib/server-process.js';
 import { fmt, mb, type ResultRow, type ScenarioResult } from './result.js';
@@ -61,6 +63,48 @@ async function plansSettled(sql: Sql): Promise<number> {
   throw new Error('rewrite plans still being written after 150 s');
 }
 
+/** Time to drain `url` (a bench server route), ms. */
+async function drainUrl(url: string): Promise<{ ms: number; bytes: number }> {
+  const t0 = now();
+  const res = await request(url, { dispatcher: agent });
+  if (res.statusCode !== 200) throw new Error(`${url}: status ${res.statusCode}`);
+  let bytes = 0;
+  for await (const chunk of res.body) bytes += (chunk as Buffer).length;
+  return { ms: now() - t0, bytes };
+}
+
+/**
+ * The export's own cursor query (query.ts) read two ways by postgres.js in one process, rows
+ * drained and dropped: FETCH batches of 100 rows in a READ ONLY, REPEATABLE READ transaction (as
+ * the export reads them, without its size cursor), and one COPY (FORMAT binary). What the
+ * database driver costs before anything is encoded.
+ */
+async function driverOnly(databaseUrl: string, bookId: string, html: boolean): Promise<{ fetchMs: number; copyMs: number; bytes: number }> {
+  const query = documentQuery({ excludeCategories: true, includeContentHtml: html });
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {}, fetch_types: false });
+  try {
+    await sql`SELECT 1`;
+    let t0 = now();
+    let bytes = 0;
+    await sql.begin('READ ONLY ISOLATION LEVEL REPEATABLE READ', async (tx) => {
+      await tx.unsafe(`DECLARE kbx_bench NO SCROLL CURSOR FOR ${query}`, [bookId]);
+      for (;;) {
+        const rows = await tx.unsafe('FETCH FORWARD 100 FROM kbx_bench').raw();
+        for (const row of rows) for (const col of row) bytes += (col as Buffer | null)?.length ?? 0;
+        if (rows.length < 100) break;
+      }
+    });
+    const fetchMs = now() - t0;
+    t0 = now();
+    const literal = `'${bookId.replace(/'/g, "''")}'`;
+    const stream = await sql.unsafe(`COPY (${query.replace(/\$1/g, literal)}) TO STDOUT (FORMAT binary)`).readable();
+    for await (const chunk of stream as AsyncIterable<Buffer>) void chunk;
+    return { fetchMs, copyMs: now() - t0, bytes };
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+}
+
 export interface PlansBenchOptions {
   databaseUrl: string;
   sql: Sql;
@@ -86,7 +130,8 @@ export async function run(o: PlansBenchOptions): Promise<ScenarioResult> {
     return c.totalMs;
   };
 
-  await sql`DELETE FROM rewrite_plans`;
+  // TRUNCATE, not DELETE: the storage measured below is then what the plans take, not dead rows of earlier runs.
+  await sql`TRUNCATE rewrite_plans`;
   const off = await startServer({ databaseUrl: o.databaseUrl, env: { ...env, REWRITE_PLANS: 'false' } });
   let before: Measured;
   let copyBefore: number;
@@ -99,6 +144,7 @@ export async function run(o: PlansBenchOptions): Promise<ScenarioResult> {
   const server = await startServer({ databaseUrl: o.databaseUrl, env });
   let cold: Measured, warm: Measured, changed: Measured, copyWarm: number, copyChanged: number, changedCount: number;
   let storage: { plans: number; tableBytes: number; coveredHtmlBytes: number; allHtmlBytes: number };
+  let relay: { ms: number; bytes: number; copyMs?: number };
   try {
     cold = await html(server, 'cold (plans written behind it)');
     const plans = await plansSettled(sql);
@@ -122,8 +168,20 @@ export async function run(o: PlansBenchOptions): Promise<ScenarioResult> {
     } finally {
       await sql`UPDATE documents SET content_html = left(content_html, -${CHANGE.length}::int) WHERE right(content_html, ${CHANGE.length}::int) = ${CHANGE}`;
     }
+    log(`10. COPY relayed by the server to the client, against COPY`);
+    const copyRelay = await copy();
+    relay = await drainUrl(`${server.base}/bench/relay/${encodeURIComponent(large.bookId)}`);
+    relay.copyMs = copyRelay;
+    log(`    ${mb(relay.bytes)} in ${fmt(relay.ms / 1000, 2)} s`);
   } finally {
     await server.stop();
+  }
+  const driver: { html: boolean; fetchMs: number; copyMs: number; bytes: number }[] = [];
+  for (const withHtml of [false, true]) {
+    log(`10. the driver alone, FETCH batches against COPY (FORMAT binary), HTML ${withHtml}`);
+    const d = await driverOnly(o.databaseUrl, large.bookId, withHtml);
+    log(`    FETCH ${fmt(d.fetchMs / 1000, 2)} s, COPY binary ${fmt(d.copyMs / 1000, 2)} s`);
+    driver.push({ html: withHtml, ...d });
   }
   for (const m of [cold, warm]) if (m.sha256 !== before.sha256) throw new Error('an export with plans differs from the export without them');
   const ratio = (m: Measured, copyMs: number) => m.ms / copyMs;
@@ -175,6 +233,26 @@ export async function run(o: PlansBenchOptions): Promise<ScenarioResult> {
       met: storage.tableBytes <= 0.02 * storage.coveredHtmlBytes,
     },
   );
+  rows.push({
+    scenario: '10. Rewrite plans',
+    what: `for reference: COPY of the same rows relayed by a route of the bench server to the client (${mb(relay.bytes)}), nothing parsed: the floor of any server between the two`,
+    baseline: `COPY ${fmt(relay.copyMs! / 1000, 2)} s`,
+    measured: `relay ${fmt(relay.ms / 1000, 2)} s`,
+    ratio: relay.ms / relay.copyMs!,
+    target: '',
+    met: null,
+  });
+  for (const d of driver) {
+    rows.push({
+      scenario: '10. Rewrite plans',
+      what: `for reference: the driver alone, the export's cursor query with contentHtml ${d.html}, ${mb(d.bytes)} of row data: FETCH batches of 100 rows against one COPY (FORMAT binary), postgres.js, rows dropped`,
+      baseline: `COPY binary ${fmt(d.copyMs / 1000, 2)} s`,
+      measured: `FETCH ${fmt(d.fetchMs / 1000, 2)} s`,
+      ratio: d.fetchMs / d.copyMs,
+      target: '',
+      met: null,
+    });
+  }
   return {
     rows,
     notes: [

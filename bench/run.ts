@@ -22,6 +22,7 @@ import { fmt, mb, type ResultRow, type ScenarioResult } from './result.js';
 import { run as runEncoder } from './encoder.js';
 import { run as runRewriter } from './rewriter.js';
 import { run as runHardening } from './hardening.js';
+import { run as runPlans } from './plans.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 /** The source folder (dist/bench -> bench), where RESULTS.md is kept. */
@@ -108,7 +109,8 @@ async function throughput(
   notes.push(
     `1: time from request to the last byte, median of ${plan.largeRuns} run(s), against COPY of the exported columns as stored ` +
       "(same rows, columns, order; without the to_json the export's own cursor asks PostgreSQL for) drained by the same " +
-      `client process; the server runs with its default REWRITE_WORKERS (${loadConfig({}).rewriteWorkers} on this machine); ` +
+      `client process; the server runs with its default REWRITE_WORKERS (${loadConfig({}).rewriteWorkers} on this machine) and REWRITE_PLANS=false ` +
+      '(every flagged contentHtml parsed; scenario 10 has the exports with plans); ' +
       'every export body is checked to end with meta.count ' +
       'equal to the documents in the database.',
   );
@@ -120,7 +122,7 @@ async function throughput(
  * in time and cost in peak RSS, against the COPY time measured for scenario 1.
  */
 async function withoutWorkers(databaseUrl: string, large: Dataset, copyMs: number, peakWithWorkers: number): Promise<ScenarioResult> {
-  const server = await startServer({ databaseUrl, env: { EXPORT_CACHE_BYTES: '0', REWRITE_WORKERS: '0' } });
+  const server = await startServer({ databaseUrl, env: { EXPORT_CACHE_BYTES: '0', REWRITE_WORKERS: '0', REWRITE_PLANS: 'false' } });
   try {
     log(`1. export ${large.name} (HTML true), REWRITE_WORKERS=0`);
     await server.resetPeak();
@@ -294,7 +296,7 @@ async function profile(databaseUrl: string, large: Dataset): Promise<Report['pro
     return {
       top,
       totalMs,
-      what: `\`node --cpu-prof\` of the server exporting ${large.name} with HTML (${mb(run.bytes)} in ${fmt(run.totalMs / 1000, 1)} s, profiler on), ${threads}`,
+      what: `\`node --cpu-prof\` of the server exporting ${large.name} with HTML, its rewrite plans stored (scenario 10) (${mb(run.bytes)} in ${fmt(run.totalMs / 1000, 1)} s, profiler on), ${threads}`,
     };
   } finally {
     await rm(dir, { recursive: true, force: true });
@@ -333,8 +335,9 @@ async function main(): Promise<void> {
     const medium = await ensureDataset(db.sql, `medium${suffix}`, plan.sizes.medium, log);
     const large = await ensureDataset(db.sql, `large${suffix}`, plan.sizes.large, log);
 
-    // Scenarios 1-3 measure the streaming pipeline: no body is served from the export cache.
-    const server = await startServer({ databaseUrl: db.url, env: { EXPORT_CACHE_BYTES: '0' } });
+    // Scenarios 1-3 measure the streaming pipeline: no body is served from the export cache, and
+    // every flagged contentHtml is parsed (REWRITE_PLANS=false), as before plans; scenario 10 measures plans.
+    const server = await startServer({ databaseUrl: db.url, env: { EXPORT_CACHE_BYTES: '0', REWRITE_PLANS: 'false' } });
     let s1;
     let peakSmall = 0;
     let smallBytes = 0;
@@ -357,6 +360,8 @@ async function main(): Promise<void> {
     add(await runRewriter({ quick: plan.quick }));
     log('6. encoder');
     add(await runEncoder({ quick: plan.quick }));
+    add(await runPlans({ databaseUrl: db.url, sql: db.sql, large, log }));
+    // After scenario 10: the profile is of an export whose plans are warm.
     const prof = await profile(db.url, large);
 
     const report: Report = {

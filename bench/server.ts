@@ -7,7 +7,10 @@
  * Authorization header), keeps the body, and from then on sends the kept bytes.
  */
 import { loadConfig } from '../src/config.js';
+import type { Readable } from 'node:stream';
+import postgres from 'postgres';
 import { serve } from '../src/server.js';
+import { plainDocumentQuery } from './lib/http-client.js';
 
 const cache = new Map<string, { status: number; type: string; body: Buffer }>();
 
@@ -24,6 +27,17 @@ await serve(loadConfig(process.env), {
         cache.set(target, hit);
       }
       return reply.code(hit.status).header('content-type', hit.type).header('cache-control', 'no-store').send(hit.body);
+    });
+    // The floor of any server that relays PostgreSQL's rows to an HTTP client (bench/plans.ts):
+    // COPY of the exported columns, its bytes passed on to the response as they arrive, nothing
+    // parsed or encoded. A connection of its own per request (see bench/lib/http-client.ts copyQuery).
+    app.get('/bench/relay/:bookId', async (req, reply) => {
+      const { bookId } = req.params as { bookId: string };
+      const html = (req.query as { html?: string }).html !== 'false';
+      const sql = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} });
+      const stream = (await sql.unsafe(`COPY (${plainDocumentQuery(bookId, html)}) TO STDOUT`).readable()) as Readable;
+      stream.once('close', () => void sql.end({ timeout: 1 }));
+      return reply.header('content-type', 'text/plain').send(stream);
     });
   },
 });
