@@ -258,7 +258,7 @@ export async function run(o: PlansBenchOptions): Promise<ScenarioResult> {
     notes: [
       '10: each export drained by the bench client over HTTP with EXPORT_CACHE_BYTES=0 and the default REWRITE_WORKERS, against COPY of the ' +
         'same rows with contentHtml measured just before it; the cold and warm bodies are checked to have the SHA-256 of the export without plans. ' +
-        `The 1 % change appends ${CHANGE} to documents that have plans, and is taken off afterwards. Storage is pg_total_relation_size after ` +
+        `The 1 % change appends \`${CHANGE}\` to documents that have plans, and is taken off afterwards. Storage is pg_total_relation_size after ` +
         'VACUUM ANALYZE, against octet_length of the covered documents\' stored contentHtml.',
     ],
   };

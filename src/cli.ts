@@ -175,6 +175,19 @@ program
   );
 
 program
+  .command('warm')
+  .description(
+    "compute the rewrite plans of a knowledge base's documents ahead of its first export, under MEDIA_PROXY_PREFIX (the server's must match)",
+  )
+  .requiredOption('--book <slug>', 'the knowledge base slug')
+  .option('--owner <userId>', 'its owner, when several users have a knowledge base with that slug')
+  .action(
+    action(async (opts: { book: string; owner?: string }) =>
+      import('./cli/warm-command.js').then(({ warmCommand }) => warmCommand(config(), opts, print)),
+    ),
+  );
+
+program
   .command('import-html')
   .description('turn a folder of HTML pages into a knowledge base: folders become categories, pages documents')
   .argument('<dir>', 'folder of .html/.htm pages (nested folders included)')
