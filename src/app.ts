@@ -118,7 +118,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   if (ownPool) app.addHook('onClose', () => ownPool.close());
   let plans: PlanUse | undefined;
   if (config.rewritePlans) {
-    const writer = new PlanWriter(deps.planSql ?? sql, { log: app.log });
+    const writer = new PlanWriter(deps.planSql ?? sql, { log: app.log, timeoutMs: config.dbTimeoutMs });
     plans = { writer, counts: { reused: 0, computed: 0 } };
     app.addHook('onClose', () => writer.close());
   }

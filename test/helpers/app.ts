@@ -30,13 +30,14 @@ export interface TestServer {
 
 /**
  * Builds and starts the app on a fresh database (or `db`); env overrides go through loadConfig like
- * production; `deps` replaces parts the app would otherwise build itself (e.g. its rewrite workers).
+ * production; `deps` replaces parts the app would otherwise build itself (e.g. its rewrite workers,
+ * the pool its rewrite plans are written on, a log destination).
  */
 export async function startServer(
   t: Teardown,
   env: Record<string, string> = {},
   db?: TestDatabase,
-  deps: Pick<AppDeps, 'rewritePool'> = {},
+  deps: Pick<AppDeps, 'rewritePool' | 'planSql' | 'logger'> = {},
 ): Promise<TestServer> {
   const database = db ?? (await createTestDatabase(t));
   const config = loadConfig({ RATE_LIMIT_MAX: '100000', ...env, DATABASE_URL: database.url });

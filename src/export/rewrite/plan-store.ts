@@ -38,6 +38,12 @@ interface PlanWriterOptions {
   maxQueued?: number;
   /** Plans per INSERT (default 500). */
   batchSize?: number;
+  /**
+   * Longest wait for one INSERT, ms (default 5000): past it the batch and every plan queued behind
+   * it count as failed, and plans are dropped until the INSERT settles, so a frozen link neither
+   * holds plans in memory nor holds up the app's close.
+   */
+  timeoutMs?: number;
   log?: PlanWriterLog;
 }
 
@@ -67,6 +73,14 @@ const INSERT = `
   ON CONFLICT (document_id) DO UPDATE SET plan_key = excluded.plan_key, plan = excluded.plan
   WHERE (rewrite_plans.plan_key, rewrite_plans.plan) IS DISTINCT FROM (excluded.plan_key, excluded.plan)`;
 
+/** An INSERT of plans that did not answer in time. */
+class PlanWriteTimeout extends Error {
+  override name = 'PlanWriteTimeout';
+  constructor(ms: number) {
+    super(`no answer from the database within ${ms} ms`);
+  }
+}
+
 /** Writes plans behind the exports, on its own connection pool (`sql`). */
 export class PlanWriter {
   readonly counts: PlanWriterCounts = { written: 0, dropped: 0, failed: 0 };
@@ -76,7 +90,10 @@ export class PlanWriter {
   /** Plans waiting, by document id: a document offered twice is written once, with its last plan. */
   #queue = new Map<string, StoredPlan>();
   #writing: Promise<void> | null = null;
+  /** An INSERT that outlived timeoutMs and has not settled yet. */
+  #stuck: Promise<unknown> | null = null;
   #closed = false;
+  readonly #timeoutMs: number;
 
   constructor(
     private readonly sql: Sql,
@@ -84,15 +101,17 @@ export class PlanWriter {
   ) {
     this.#maxQueued = opts.maxQueued ?? 10_000;
     this.#batchSize = opts.batchSize ?? 500;
+    this.#timeoutMs = opts.timeoutMs ?? 5000;
     this.#log = opts.log;
   }
 
   /**
    * Queues the plan of document `documentId` (its id as stored) for writing; never waits and
-   * never throws. False when it was dropped: the queue is full, or the writer is closed.
+   * never throws. False when it was dropped: the queue is full, a write is stuck (timeoutMs), or
+   * the writer is closed.
    */
   offer(documentId: string, key: Buffer, plan: Buffer): boolean {
-    if (this.#closed || (this.#queue.size >= this.#maxQueued && !this.#queue.has(documentId))) {
+    if (this.#closed || this.#stuck !== null || (this.#queue.size >= this.#maxQueued && !this.#queue.has(documentId))) {
       this.counts.dropped++;
       return false;
     }
@@ -101,7 +120,7 @@ export class PlanWriter {
     return true;
   }
 
-  /** Resolves once every plan queued so far was written or given up. */
+  /** Resolves once every plan queued so far was written or given up (at most timeoutMs per batch). */
   async drain(): Promise<void> {
     while (this.#writing !== null) await this.#writing;
   }
@@ -123,16 +142,29 @@ export class PlanWriter {
           this.#queue.delete(d);
           if (batch.length >= this.#batchSize) break;
         }
+        const write = this.sql.begin(async (tx) => {
+          // A plan lost in a crash is computed again: no need to wait for the WAL to reach disk.
+          await tx.unsafe('SET LOCAL synchronous_commit = off');
+          return tx.unsafe(INSERT, [JSON.stringify(batch)]);
+        });
+        write.catch(() => {});
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new PlanWriteTimeout(this.#timeoutMs)), this.#timeoutMs);
+        });
         try {
-          const result = await this.sql.begin(async (tx) => {
-            // A plan lost in a crash is computed again: no need to wait for the WAL to reach disk.
-            await tx.unsafe('SET LOCAL synchronous_commit = off');
-            return tx.unsafe(INSERT, [JSON.stringify(batch)]);
-          });
-          this.counts.written += result.count;
+          this.counts.written += (await Promise.race([write, late])).count;
         } catch (err) {
-          this.counts.failed += batch.length;
-          this.#log?.warn({ err, plans: batch.length }, 'rewrite plans not written (the next export computes them again)');
+          let lost = batch.length;
+          if (err instanceof PlanWriteTimeout) {
+            lost += this.#queue.size;
+            this.#queue.clear();
+            this.#stuck = write.finally(() => (this.#stuck = null)).catch(() => {});
+          }
+          this.counts.failed += lost;
+          this.#log?.warn({ err, plans: lost }, 'rewrite plans not written (the next export computes them again)');
+        } finally {
+          clearTimeout(timer);
         }
       }
     } finally {
