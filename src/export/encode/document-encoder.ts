@@ -4,15 +4,15 @@
  * rules of decisions.md D2 and the media rewriting of D3.
  *
  * Document columns arrive as JSON text already escaped by PostgreSQL (query.ts), so most of a
- * document is copied as bytes; only `cover.url` and a `contentHtml` that may hold a media URL
- * are decoded, rewritten and escaped here.
+ * document is copied as bytes; only `cover.url` is decoded, rewritten and escaped here, and
+ * contentHtml's rewrite plan is computed here (contentHtmlPlan) for the HTML stage.
  */
 import { FRAMING, type BodyFormat } from './body-format.js';
 import { HtmlMediaRewriter, mediaPreCheck, type Edit } from '../rewrite/html-rewriter.js';
 import { noteRewritten } from '../rewrite/large-garbage.js';
 import type { JsonChunker } from './json-encoder.js';
 import { rewriteMediaUrl } from '../rewrite/media-url.js';
-import { applyPlan, EMPTY_PLAN, jsonPrefixBytes, planFromEdits } from '../rewrite/rewrite-plan.js';
+import { EMPTY_PLAN, jsonPrefixBytes, planFromEdits } from '../rewrite/rewrite-plan.js';
 import { DOC, type BookRow, type DocumentRow } from '../snapshot/query.js';
 
 /** NULL or '' is null (decisions.md D2.1). */
@@ -117,7 +117,7 @@ function jsonHtmlMayNeedRewrite(json: Buffer): boolean {
 /**
  * contentHtml's JSON text as exported when it needs no rewriting: `null` for NULL or `""`
  * (decisions.md D2.1), `j` itself when jsonHtmlMayNeedRewrite lets it through; undefined when it
- * must go through the tokenizer (rewriteContentHtmlJson).
+ * must go through the tokenizer (contentHtmlPlan).
  */
 export function contentHtmlAsStored(j: Buffer | null): Buffer | undefined {
   if (j === null || isEmptyJson(j)) return NULL;
@@ -140,14 +140,6 @@ export function contentHtmlPlan(j: Buffer, prefix: string): Buffer {
   if (edits.length === 0) return EMPTY_PLAN;
   const texts = edits.map((e) => Buffer.from(JSON.stringify(e.text).slice(1, -1)));
   return planFromEdits(j, jsonOffsets(j, edits), texts, prefixJson(prefix));
-}
-
-/**
- * The JSON text of a flagged contentHtml with its media URLs rewritten: its plan
- * (contentHtmlPlan) applied; `j` itself when nothing changed.
- */
-export function rewriteContentHtmlJson(j: Buffer, prefix: string): Buffer {
-  return applyPlan(j, contentHtmlPlan(j, prefix), prefixJson(prefix));
 }
 
 let lastPrefix = '';
@@ -199,18 +191,13 @@ function jsonOffsets(j: Buffer, edits: readonly Edit[]): number[] {
  */
 export type ContentHtmlJson = Buffer | readonly Buffer[];
 
-/** contentHtml's JSON text as exported (decisions.md D2.1, D3). */
-function contentHtml(j: Buffer | null, prefix: string): Buffer {
-  return contentHtmlAsStored(j) ?? rewriteContentHtmlJson(j!, prefix);
-}
-
 /**
  * Appends one document object to `out`: every field of table 2.2 in its order (export-api.md 2.2
- * rule 3, D2.5), cover.url and contentHtml through the media rewriter (export-api.md 2.2 rule 1,
- * decisions.md D3). `rewrittenHtml`, when given, is contentHtml's JSON text as exported, already
- * worked out (contentHtmlAsStored, or rewriteContentHtmlJson on a rewrite worker), and is written as it is.
+ * rule 3, D2.5), cover.url through the media rewriter (export-api.md 2.2 rule 1, decisions.md D3).
+ * `html` is contentHtml's JSON text as exported, worked out by the HTML stage
+ * (rewrite/html-stage.ts rewriteBatchHtml), and is written as it is.
  */
-export function encodeDocument(row: DocumentRow, mediaPrefix: string, out: JsonChunker, rewrittenHtml?: ContentHtmlJson): void {
+export function encodeDocument(row: DocumentRow, mediaPrefix: string, out: JsonChunker, html: ContentHtmlJson): void {
   const coverUrl = row[DOC.coverUrl];
   out.push(KEY.id);
   out.push(row[DOC.id]);
@@ -251,7 +238,7 @@ export function encodeDocument(row: DocumentRow, mediaPrefix: string, out: JsonC
   out.push(KEY.contentStr);
   out.push(orNull(row[DOC.contentStr]));
   out.push(KEY.contentHtml);
-  if (Array.isArray(rewrittenHtml)) for (const part of rewrittenHtml) out.push(part);
-  else out.push((rewrittenHtml as Buffer | undefined) ?? contentHtml(row[DOC.contentHtml], mediaPrefix));
+  if (Array.isArray(html)) for (const part of html) out.push(part);
+  else out.push(html as Buffer);
   out.push(KEY.end);
 }

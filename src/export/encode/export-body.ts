@@ -63,7 +63,7 @@ export class ExportBody {
   async writeBatch(rows: readonly DocumentRow[], html: readonly ContentHtmlJson[]): Promise<void> {
     for (let i = 0; i < rows.length; i++) {
       if (this.#count > 0 && this.#framing.between !== null) this.#chunker.push(this.#framing.between);
-      encodeDocument(rows[i]!, this.opts.mediaProxyPrefix, this.#chunker, html[i]);
+      encodeDocument(rows[i]!, this.opts.mediaProxyPrefix, this.#chunker, html[i]!);
       if (this.#framing.afterDocument !== null) this.#chunker.push(this.#framing.afterDocument);
       this.#count++;
       if (this.#chunker.full) await this.#writeChunks();

@@ -72,8 +72,9 @@ export function rewriteBatchHtml(rows: readonly DocumentRow[], opts: HtmlStageOp
       html[i] = stored;
       return;
     }
-    const digest = plans ? contentDigest(text!, prefix) : null;
-    if (digest !== null && plans) {
+    let digest: Buffer | null = null;
+    if (plans) {
+      digest = contentDigest(text!, prefix);
       const reused = fromStoredPlan(row, text!, digest, pj);
       if (reused !== null) {
         html[i] = reused;
@@ -95,15 +96,11 @@ export function rewriteBatchHtml(rows: readonly DocumentRow[], opts: HtmlStageOp
     for (const p of pending) planned(p, contentHtmlPlan(p.text, prefix));
     return html;
   }
-  const rewritten = pool
-    .plan(
-      pending.map((p) => p.text),
-      prefix,
-    )
-    .then((out) => {
-      pending.forEach((p, k) => planned(p, out[k]!));
-      return html;
-    });
+  const texts = pending.map((p) => p.text);
+  const rewritten = pool.plan(texts, prefix).then((out) => {
+    pending.forEach((p, k) => planned(p, out[k]!));
+    return html;
+  });
   rewritten.catch(() => {});
   return rewritten;
 }

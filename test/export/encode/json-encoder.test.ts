@@ -10,6 +10,7 @@
  * arbitrary strings. document-encoder.test.ts checks rowFromValues against PostgreSQL.
  */
 import t from 'tap';
+import { stageHtmlOf } from '../../helpers/plans.js';
 import fc from 'fast-check';
 import { JsonChunker } from '../../../src/export/encode/json-encoder.js';
 import { encodeClosing, encodeDocument, encodeOpening } from '../../../src/export/encode/document-encoder.js';
@@ -251,7 +252,7 @@ function encodeAll(book: BookRow, rows: DocumentRow[]): Buffer {
   c.push(encodeOpening(book));
   rows.forEach((r, i) => {
     if (i > 0) c.push(COMMA);
-    encodeDocument(r, PREFIX, c);
+    encodeDocument(r, PREFIX, c, stageHtmlOf(r, PREFIX));
   });
   c.push(encodeClosing(rows.length));
   return drain(c);
@@ -413,7 +414,7 @@ t.test('property: the encoded body split into arbitrary chunks through JsonChunk
       c.push(encodeOpening(book));
       rows.forEach((r, i) => {
         if (i > 0) c.push(COMMA);
-        encodeDocument(r, PREFIX, c);
+        encodeDocument(r, PREFIX, c, stageHtmlOf(r, PREFIX));
         if (c.full) {
           const chunk = drain(c);
           // A chunk taken when full holds at least chunkSize bytes.

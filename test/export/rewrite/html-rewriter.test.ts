@@ -12,7 +12,7 @@ import {
 } from '../../../src/export/rewrite/html-rewriter.js';
 import { rewriteMediaUrl, rewriteSrcset } from '../../../src/export/rewrite/media-url.js';
 import { mapSrcsetUrls } from '../../../src/export/rewrite/srcset.js';
-import { rewriteContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
+import { rewriteJsonText } from '../../helpers/plans.js';
 
 interface Case {
   rule: string;
@@ -48,7 +48,7 @@ function checkPaths(t: Test, input: string, expected: string, rules: string | Ur
   t.equal(rewriteHtml(input, rules), expected, 'rewriteHtml');
   t.equal(tokenized(input, rules), expected, 'the tokenizer without the pre-check');
   if (typeof rules === 'string') {
-    const json = rewriteContentHtmlJson(Buffer.from(JSON.stringify(input)), rules);
+    const json = rewriteJsonText(Buffer.from(JSON.stringify(input)), rules);
     t.equal(JSON.parse(json.toString('utf8')), expected, 'spliced into the JSON text');
   }
 }
@@ -113,7 +113,7 @@ t.test('property: HTML without rewritable tags comes back byte-for-byte (D3.5)',
 
 t.test('property: the splice into the JSON text gives what the string rewrite gives', async (t) => {
   fc.assert(
-    fc.property(anyHtml, (html) => JSON.parse(rewriteContentHtmlJson(Buffer.from(JSON.stringify(html)), P).toString('utf8')) === tokenized(html)),
+    fc.property(anyHtml, (html) => JSON.parse(rewriteJsonText(Buffer.from(JSON.stringify(html)), P).toString('utf8')) === tokenized(html)),
     { numRuns: 1000 },
   );
   t.pass();

@@ -1,13 +1,14 @@
 /**
  * The HTML stage (src/export/rewrite/html-stage.ts) and the splice of rewritten attribute values into
- * contentHtml's JSON text (document-encoder.ts rewriteContentHtmlJson): byte for byte what
+ * contentHtml's JSON text (document-encoder.ts rewriteJsonText): byte for byte what
  * decoding, rewriting with the rewriter of record and re-escaping the whole text gives, for any
  * HTML; the same bytes whichever path rewrites a batch; large documents never sent to a worker.
  */
 import fc from 'fast-check';
 import { arbitraryHtml as html } from '../../helpers/html-arbitrary.js';
 import t from 'tap';
-import { rewriteContentHtmlJson, type ContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
+import { rewriteJsonText } from '../../helpers/plans.js';
+import type { ContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
 import { rewriteBatchHtml } from '../../../src/export/rewrite/html-stage.js';
 import { rewriteHtml } from '../../../src/export/rewrite/html-rewriter.js';
 import { LARGE_DOCUMENT_BYTES } from '../../../src/export/rewrite/large-garbage.js';
@@ -20,7 +21,7 @@ const json = (s: string) => Buffer.from(JSON.stringify(s));
 t.test('the splice into the JSON text equals re-escaping the rewriter\'s output whole (any HTML)', async (t) => {
   fc.assert(
     fc.property(html, (h) => {
-      const out = rewriteContentHtmlJson(json(h), P);
+      const out = rewriteJsonText(json(h), P);
       return out.toString('utf8') === JSON.stringify(rewriteHtml(h, P));
     }),
     { numRuns: 3000 },
@@ -30,7 +31,7 @@ t.test('the splice into the JSON text equals re-escaping the rewriter\'s output 
 
 t.test('unchanged HTML comes back as the very same Buffer', async (t) => {
   const j = json('<img src="data:image/png;base64,AAAA"><img src="https://cdn/x.png">');
-  t.equal(rewriteContentHtmlJson(j, P), j);
+  t.equal(rewriteJsonText(j, P), j);
 });
 
 /** contentHtml's JSON text as one Buffer, from the stage's Buffer or parts; a Buffer passed through stays that Buffer. */

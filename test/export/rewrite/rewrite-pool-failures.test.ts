@@ -9,8 +9,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as workerThreads from 'node:worker_threads';
 import t from 'tap';
-import { rewrittenByPool } from '../../helpers/plans.js';
-import { rewriteContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
+import { rewriteJsonText, rewrittenByPool } from '../../helpers/plans.js';
 import { RewritePool } from '../../../src/export/rewrite/rewrite-pool.js';
 import type { RewritePoolOptions } from '../../../src/export/rewrite/rewrite-jobs.js';
 
@@ -53,7 +52,7 @@ async function until(ok: () => boolean, what: string, limitMs = 30_000): Promise
 }
 
 const batch = (i: number) => [json(`<p>batch ${i}</p><img src="i${i}.png">`)];
-const expected = (texts: Buffer[]) => texts.map((text) => rewriteContentHtmlJson(text, PREFIX));
+const expected = (texts: Buffer[]) => texts.map((text) => rewriteJsonText(text, PREFIX));
 
 for (const [marker, reason] of [
   ['POISON-EXIT', /^rewrite worker stopped \(exit code 3\)$/],

@@ -5,8 +5,8 @@
  * export (decisions.md D8.6) is in rewrite-pool-failures.test.ts.
  */
 import t from 'tap';
-import { rewrittenByPool } from '../../helpers/plans.js';
-import { contentHtmlAsStored, rewriteContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
+import { rewriteJsonText, rewrittenByPool } from '../../helpers/plans.js';
+import { contentHtmlAsStored } from '../../../src/export/encode/document-encoder.js';
 import { RewritePool } from '../../../src/export/rewrite/rewrite-pool.js';
 import { RewriteWorkerError } from '../../../src/export/rewrite/rewrite-jobs.js';
 
@@ -29,7 +29,7 @@ t.test('texts come back rewritten exactly as on the event loop, unchanged ones a
   const out = await rewrittenByPool(pool, TEXTS, PREFIX);
   t.equal(out.length, TEXTS.length);
   TEXTS.forEach((text, i) => {
-    const expected = rewriteContentHtmlJson(text, PREFIX);
+    const expected = rewriteJsonText(text, PREFIX);
     t.same(out[i], expected, `text ${i}`);
     t.equal(out[i] === text, expected === text, `text ${i}: unchanged comes back as the input itself`);
   });
@@ -60,10 +60,10 @@ function exitingPool(): RewritePool {
 t.test('a worker that stops fails the batch it held; a fresh worker takes the next', async (t) => {
   const pool = exitingPool();
   t.teardown(() => pool.close());
-  t.same(await rewrittenByPool(pool, [TEXTS[0]!], PREFIX), [rewriteContentHtmlJson(TEXTS[0]!, PREFIX)], 'first batch answered');
+  t.same(await rewrittenByPool(pool, [TEXTS[0]!], PREFIX), [rewriteJsonText(TEXTS[0]!, PREFIX)], 'first batch answered');
   await t.rejects(rewrittenByPool(pool, [TEXTS[2]!], PREFIX), { name: 'RewriteWorkerError', message: /exit code 7/ });
   // Were the dead worker kept, this batch would never be answered and the test would time out.
-  t.same(await rewrittenByPool(pool, [TEXTS[3]!], PREFIX), [rewriteContentHtmlJson(TEXTS[3]!, PREFIX)], 'the replacement answers');
+  t.same(await rewrittenByPool(pool, [TEXTS[3]!], PREFIX), [rewriteJsonText(TEXTS[3]!, PREFIX)], 'the replacement answers');
 });
 
 t.test('a text the worker cannot decode fails its batch with the reason; the worker lives on', async (t) => {
@@ -74,7 +74,7 @@ t.test('a text the worker cannot decode fails its batch with the reason; the wor
     message: /^rewrite worker failed: .*JSON/,
   });
   const [out] = await rewrittenByPool(pool, [TEXTS[0]!], PREFIX);
-  t.same(out, rewriteContentHtmlJson(TEXTS[0]!, PREFIX));
+  t.same(out, rewriteJsonText(TEXTS[0]!, PREFIX));
 });
 
 t.test('close() fails the batches still held and any later ones', async (t) => {
