@@ -26,55 +26,48 @@ export interface RewriteReady {
 }
 
 /**
- * `texts` laid end to end in one fresh buffer, as a request whose two buffers can be transferred
- * (the caller keeps `texts`: a batch can be packed again to be re-sent to another worker).
+ * `parts` laid end to end in one fresh buffer of their own, not from Node's shared pool (which
+ * cannot be transferred); part i ends at byte `ends[i]`.
  */
-export function packRequest(id: number, prefix: string, texts: readonly Buffer[]): RewriteRequest {
+function packed(parts: readonly Buffer[]): { data: Uint8Array; ends: Uint32Array } {
   let total = 0;
-  for (const t of texts) total += t.length;
-  const data = new Uint8Array(total);
-  const ends = new Uint32Array(texts.length);
+  for (const p of parts) total += p.length;
+  const data = Buffer.allocUnsafeSlow(total);
+  const ends = new Uint32Array(parts.length);
   let at = 0;
-  texts.forEach((t, i) => {
-    data.set(t, at);
-    at += t.length;
+  parts.forEach((p, i) => {
+    data.set(p, at);
+    at += p.length;
     ends[i] = at;
   });
-  return { id, prefix, data, ends };
+  return { data, ends };
+}
+
+/** The parts of a packed buffer, in order, as views of it. */
+function unpacked({ data, ends }: { data: Uint8Array; ends: Uint32Array }): Buffer[] {
+  const all = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  let start = 0;
+  return Array.from(ends, (end) => {
+    const part = all.subarray(start, end);
+    start = end;
+    return part;
+  });
+}
+
+/**
+ * `texts` packed in one fresh buffer, as a request whose two buffers can be transferred (the
+ * caller keeps `texts`: a batch can be packed again to be re-sent to another worker).
+ */
+export function packRequest(id: number, prefix: string, texts: readonly Buffer[]): RewriteRequest {
+  return { id, prefix, ...packed(texts) };
 }
 
 /** The plans of a successful reply, in the order of the texts sent. */
 export function unpackReply(reply: { data: Uint8Array; ends: Uint32Array }): Buffer[] {
-  const data = Buffer.from(reply.data.buffer, reply.data.byteOffset, reply.data.byteLength);
-  let start = 0;
-  return Array.from(reply.ends, (end) => {
-    const plan = data.subarray(start, end);
-    start = end;
-    return plan;
-  });
+  return unpacked(reply);
 }
 
 /** Plans every text of `req`; the reply's buffers are fresh, so they can be transferred. */
 export function rewriteBatch(req: RewriteRequest): { data: Uint8Array; ends: Uint32Array } {
-  const input = Buffer.from(req.data.buffer, req.data.byteOffset, req.data.byteLength);
-  const plans: Buffer[] = [];
-  let total = 0;
-  let start = 0;
-  for (const end of req.ends) {
-    const plan = contentHtmlPlan(input.subarray(start, end), req.prefix);
-    start = end;
-    plans.push(plan);
-    total += plan.length;
-  }
-  // Copied into one buffer of its own: one transfer, and not from Node's shared pool, which
-  // cannot be transferred.
-  const data = Buffer.allocUnsafeSlow(total);
-  const ends = new Uint32Array(plans.length);
-  let at = 0;
-  plans.forEach((plan, i) => {
-    data.set(plan, at);
-    at += plan.length;
-    ends[i] = at;
-  });
-  return { data, ends };
+  return packed(unpacked(req).map((text) => contentHtmlPlan(text, req.prefix)));
 }
