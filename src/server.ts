@@ -41,13 +41,15 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
     fetchTypes: false,
   });
   const exportSql = connect(db.url, { max: config.exportConcurrency, applicationName: 'kb-export-export', connectTimeoutS, fetchTypes: false });
-  // One connection writes rewrite plans behind the exports, so it never takes a lookup's.
+  // One connection writes rewrite plans behind the exports, so it never takes a lookup's; a plan
+  // lost in a crash is computed again, so its commits need not wait for the WAL flush.
   const planSql = connect(db.url, {
     max: 1,
     applicationName: 'kb-export-plans',
     connectTimeoutS,
     statementTimeoutMs: config.dbTimeoutMs,
     fetchTypes: false,
+    synchronousCommit: 'off',
   });
   const closeDb = async () => {
     await Promise.allSettled([sql.end({ timeout: 5 }), exportSql.end({ timeout: 5 }), planSql.end({ timeout: 5 })]);

@@ -21,6 +21,11 @@ interface ConnectOptions {
    * turn it off. Default true.
    */
   fetchTypes?: boolean;
+  /**
+   * The sessions' synchronous_commit; PostgreSQL's default (on) when unset. `off` for writes that
+   * may be lost in a crash without harm (rewrite plans): a commit need not wait for the WAL flush.
+   */
+  synchronousCommit?: 'on' | 'off';
 }
 
 /** A pool for `url`. Notices are not printed: they are not errors and would clutter logs. */
@@ -33,6 +38,7 @@ export function connect(url: string, opts: ConnectOptions): Sql {
       application_name: opts.applicationName,
       TimeZone: 'UTC',
       ...(opts.statementTimeoutMs !== undefined ? { statement_timeout: opts.statementTimeoutMs } : {}),
+      ...(opts.synchronousCommit !== undefined ? { synchronous_commit: opts.synchronousCommit } : {}),
     },
     ...(opts.connectTimeoutS !== undefined ? { connect_timeout: opts.connectTimeoutS } : {}),
     fetch_types: opts.fetchTypes ?? true,

@@ -59,10 +59,10 @@ interface PlanWriterCounts {
 
 /**
  * One INSERT of a batch: documents deleted meanwhile are skipped (no foreign-key error), and a
- * stored plan is rewritten only when it differs. Rows come sorted by document id, so two
- * writers lock the same rows in the same order. JSON carries the batch, so the connection needs
- * no array types (db/connect.ts fetchTypes). A stored plan is replaced when its key changed, or when
- * the same key brings another plan (a stored plan found corrupt, html-stage.ts).
+ * stored plan is replaced only when the new one differs (another key, or the same key with
+ * another plan: a stored plan found corrupt, html-stage.ts). Rows come sorted by document id, so
+ * two writers lock the same rows in the same order. JSON carries the batch, so the connection
+ * needs no array types (db/connect.ts fetchTypes).
  */
 const INSERT = `
   INSERT INTO rewrite_plans (document_id, plan_key, plan)
@@ -142,11 +142,9 @@ export class PlanWriter {
           this.#queue.delete(d);
           if (batch.length >= this.#batchSize) break;
         }
-        const write = this.sql.begin(async (tx) => {
-          // A plan lost in a crash is computed again: no need to wait for the WAL to reach disk.
-          await tx.unsafe('SET LOCAL synchronous_commit = off');
-          return tx.unsafe(INSERT, [JSON.stringify(batch)]);
-        });
+        // One statement, never begin(): postgres.js 3.4 crashes the process when begin() sends
+        // ROLLBACK on a connection that was lost (see export/snapshot/snapshot.ts).
+        const write = this.sql.unsafe(INSERT, [JSON.stringify(batch)]).execute();
         write.catch(() => {});
         let timer: NodeJS.Timeout | undefined;
         const late = new Promise<never>((_, reject) => {

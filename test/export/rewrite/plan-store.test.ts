@@ -13,6 +13,7 @@ import { PlanWriter } from '../../../src/export/rewrite/plan-store.js';
 import { startServer, type TestServer } from '../../helpers/app.js';
 import { createTestDatabase } from '../../helpers/db.js';
 import { seedGeneratedBooks } from '../../helpers/generated-kb.js';
+import { recordUnhandledRejections } from '../../helpers/crashes.js';
 import { startTcpProxy, targetOf } from '../../helpers/tcp-proxy.js';
 
 const db = await createTestDatabase(t);
@@ -88,4 +89,31 @@ t.test('the plans\' connection frozen: exports are unchanged, lost plans counted
   }
   t.ok(whole, 'exports with the link back are whole and unchanged');
   t.equal(await storedPlans(), computed, 'every plan is stored');
+});
+
+t.test('the plans\' connection cut while plans are written: nothing crashes, exports stay whole', async (t) => {
+  const rejections = recordUnhandledRejections(t);
+  const uncaught: string[] = [];
+  const onUncaught = (err: Error) => void uncaught.push(err.stack ?? String(err));
+  process.on('uncaughtExceptionMonitor', onUncaught);
+  t.teardown(() => process.removeListener('uncaughtExceptionMonitor', onUncaught));
+  const proxy = await startTcpProxy(t, targetOf(db.url));
+  const planSql = connect(proxy.urlFor(db.url), { max: 1, applicationName: 'kbx-test-plans', connectTimeoutS: 2, fetchTypes: false });
+  t.teardown(() => planSql.end({ timeout: 1 }));
+  const reference = await startServer(t, { EXPORT_CACHE_BYTES: '0', REWRITE_PLANS: 'false' }, db);
+  const server = await startServer(t, { EXPORT_CACHE_BYTES: '0', REWRITE_WORKERS: '0', DB_TIMEOUT_MS: '1000' }, db, { planSql });
+  const expected = await exportBody(reference);
+  let whole = 0;
+  for (let i = 0; i < 12; i++) {
+    await db.sql`TRUNCATE rewrite_plans`;
+    if ((await exportBody(server)).equals(expected)) whole++;
+    // The writer starts on the next turn of the event loop: cut before, during or after its INSERT.
+    await new Promise((r) => setTimeout(r, i * 3));
+    proxy.cutAll();
+  }
+  t.equal(whole, 12, 'every export whole and unchanged');
+  await new Promise((r) => setTimeout(r, 300));
+  t.same(rejections, [], 'no unhandled rejection');
+  t.same(uncaught, [], 'no uncaught exception');
+  t.ok((await exportBody(server)).equals(expected), 'the server still exports');
 });
