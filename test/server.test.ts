@@ -14,7 +14,7 @@ import t from 'tap';
 import { request } from 'undici';
 import { SeedWriter } from '../src/load/seed-writer.js';
 import { cliRuntime } from '../bench/lib/cli-runtime.js';
-import { freePort } from '../bench/lib/server-process.js';
+import { freePort } from '../src/db/free-port.js';
 import { generateDocuments } from '../src/generate/generator.js';
 import { createTestDatabase } from './helpers/db.js';
 import { seed, simpleSeed } from './helpers/app.js';

@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
-import net from 'node:net';
+import { freePort } from '../../src/db/free-port.js';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cliRuntime } from './cli-runtime.js';
@@ -45,22 +45,6 @@ async function statusField(pid: number, field: string): Promise<number> {
   const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status);
   if (!m) throw new Error(`/proc/${pid}/status has no ${field}`);
   return Number(m[1]) * 1024;
-}
-
-/**
- * A TCP port free on 127.0.0.1 right now, for a server started with PORT set (the embedded
- * PostgreSQL picks its port the same way, privately).
- */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 function exited(child: ChildProcess): Promise<void> {

@@ -15,7 +15,7 @@
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
-import net from 'node:net';
+import { freePort } from './free-port.js';
 import path from 'node:path';
 import { canExecute, installedNativeBuild, runnableNativeDir } from './embedded-binaries.js';
 import { newPassword, readPassword, settlePassword, withPasswordFile, writePassword } from './embedded-password.js';
@@ -72,19 +72,6 @@ function reachableDataDir(user: Owner | null, dataDir: string): string {
     `kb-export: the postgres user cannot reach ${dataDir}; keeping the embedded database in ${fallback} instead\n`,
   );
   return fallback;
-}
-
-/** A TCP port free on 127.0.0.1 right now. */
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 async function exists(p: string): Promise<boolean> {

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { request } from 'undici';
-import { freePort } from '../../bench/lib/server-process.js';
+import { freePort } from '../../src/db/free-port.js';
 import { seed, simpleSeed } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
 
