@@ -139,19 +139,7 @@ export function contentHtmlPlan(j: Buffer, prefix: string): Buffer {
   const edits = new HtmlMediaRewriter(prefix).editsOf(html);
   if (edits.length === 0) return EMPTY_PLAN;
   const texts = edits.map((e) => Buffer.from(JSON.stringify(e.text).slice(1, -1)));
-  return planFromEdits(j, jsonOffsets(j, edits), texts, prefixJson(prefix));
-}
-
-let lastPrefix = '';
-let lastPrefixJson: Buffer = Buffer.alloc(0);
-
-/** jsonPrefixBytes of `prefix`, kept for the prefix last asked for (one per server). */
-export function prefixJson(prefix: string): Buffer {
-  if (prefix !== lastPrefix || lastPrefixJson.length === 0) {
-    lastPrefix = prefix;
-    lastPrefixJson = jsonPrefixBytes(prefix);
-  }
-  return lastPrefixJson;
+  return planFromEdits(j, jsonOffsets(j, edits), texts, jsonPrefixBytes(prefix));
 }
 
 /**

@@ -6,12 +6,12 @@
  * parse5's tokenizer, on a rewrite worker when the batch holds enough of them to pay for the round
  * trip, on the event loop otherwise, and their new plans are offered to the plan writer.
  */
-import { contentHtmlAsStored, contentHtmlPlan, prefixJson, type ContentHtmlJson } from '../encode/document-encoder.js';
+import { contentHtmlAsStored, contentHtmlPlan, type ContentHtmlJson } from '../encode/document-encoder.js';
 import { LARGE_DOCUMENT_BYTES } from './large-garbage.js';
 import { DOC, type DocumentRow } from '../snapshot/query.js';
 import type { RewritePool } from './rewrite-pool.js';
 import { readStoredPlan, type PlanWriter } from './plan-store.js';
-import { contentDigest, planKey, PlanFormatError, planParts } from './rewrite-plan.js';
+import { contentDigest, jsonPrefixBytes, planKey, PlanFormatError, planParts } from './rewrite-plan.js';
 
 /** Per row of a batch, contentHtml's JSON text as exported; a promise while a worker rewrites it. */
 export type BatchHtml = ContentHtmlJson[] | Promise<ContentHtmlJson[]>;
@@ -57,7 +57,7 @@ interface Pending {
  */
 export function rewriteBatchHtml(rows: readonly DocumentRow[], opts: HtmlStageOptions): BatchHtml {
   const { prefix, pool, plans } = opts;
-  const pj = prefixJson(prefix);
+  const pj = jsonPrefixBytes(prefix);
   const html = new Array<ContentHtmlJson>(rows.length);
   const pending: Pending[] = [];
   let pendingBytes = 0;

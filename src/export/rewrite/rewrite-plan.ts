@@ -6,13 +6,13 @@
  * A plan is a list of edits in byte offsets of the JSON text as PostgreSQL's `to_json` returns it
  * (query.ts), each edit's new bytes written as pieces: the prefix's JSON text, a run of the JSON
  * text itself (the kept middle of a URL), or literal bytes. parse5 stays the rewriter of record:
- * a plan is only ever built from its edits (planFromEdits), and applyPlan of that plan gives the
- * very bytes the splice of those edits gives.
+ * a plan is only ever built from its edits (planFromEdits), and the parts of that plan (planParts)
+ * give the very bytes the splice of those edits gives.
  *
  * A plan is valid only for the JSON text and prefix it was computed from: its key (planKey) hashes
  * both (with PLAN_RULES_VERSION) and the plan itself, and a stored plan is used only when its key
- * equals the key of the row's text at export time and that plan. The prefix is part of the key because the rewriter's decisions
- * depend on it (D3.2: a URL already under the prefix is left alone).
+ * equals the key of the row's text at export time and that plan. The prefix is part of the key
+ * because the rewriter's decisions depend on it (D3.2: a URL already under the prefix is left alone).
  */
 import { createHash } from 'node:crypto';
 
@@ -52,9 +52,19 @@ export function planKey(digest: Buffer, plan: Buffer): Buffer {
   return createHash('sha256').update(digest).update(plan).digest();
 }
 
-/** `prefix` as it stands inside a JSON string (the prefix holds no `"` or `\`, but escape anyway). */
+let lastPrefix = '';
+let lastPrefixJson: Buffer = Buffer.alloc(0);
+
+/**
+ * `prefix` as it stands inside a JSON string (the prefix holds no `"` or `\`, but escape anyway),
+ * kept for the prefix last asked for: a server has one.
+ */
 export function jsonPrefixBytes(prefix: string): Buffer {
-  return Buffer.from(JSON.stringify(prefix).slice(1, -1));
+  if (prefix !== lastPrefix || lastPrefixJson.length === 0) {
+    lastPrefix = prefix;
+    lastPrefixJson = Buffer.from(JSON.stringify(prefix).slice(1, -1));
+  }
+  return lastPrefixJson;
 }
 
 /** Whether `needle` (non-empty) stands in `text` at `at`. */
@@ -190,10 +200,4 @@ export function planParts(json: Buffer, plan: Buffer, prefixJson: Buffer): Buffe
   }
   if (at < json.length) parts.push(json.subarray(at));
   return parts;
-}
-
-/** contentHtml's JSON text `json` with plan `plan` applied (planParts), as one Buffer; `json` itself for an empty plan. */
-export function applyPlan(json: Buffer, plan: Buffer, prefixJson: Buffer): Buffer {
-  if (plan.length === 0) return json;
-  return Buffer.concat(planParts(json, plan, prefixJson));
 }
