@@ -143,7 +143,7 @@ for (const workers of ['1', '0']) {
 }
 
 t.test(`a server process: RSS back near its baseline after 90 aborts (seed ${SEED})`, async (t) => {
-  const proc = await startServerProcess({ databaseUrl: db.url, env: { ...ENV, REWRITE_WORKERS: '1' } });
+  const proc = await startServerProcess({ databaseUrl: db.url, env: { ...ENV, REWRITE_WORKERS: '1' }, coverage: false });
   t.teardown(() => proc.stop());
   const list = await targets(proc.base, ['medium', 'large']);
   // Warm: the heap, the rewrite worker and the pool reach their working size before the baseline.

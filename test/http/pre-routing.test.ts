@@ -214,7 +214,7 @@ t.test('D7.4: 1,000 slow clients (bodies and headers trickled 2 bytes every 100 
   const db = await createTestDatabase(t);
   await seed(db.sql, simpleSeed([doc('a', 'a0')]));
   // A process of its own, so its RSS is the server's alone (/proc/<pid>/status).
-  const server = await startServerProcess({ databaseUrl: db.url, env: { REQUEST_TIMEOUT_MS: '2000' } });
+  const server = await startServerProcess({ databaseUrl: db.url, env: { REQUEST_TIMEOUT_MS: '2000' }, coverage: false });
   t.teardown(() => server.stop());
   const p = portOf(server.base);
   await server.resetPeak();
