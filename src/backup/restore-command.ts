@@ -14,6 +14,7 @@ import { withDatabase } from '../cli/database-command.js';
 import { SeedError, validateBook, validateDocument } from '../load/seed-validate.js';
 import { SeedWriter } from '../load/seed-writer.js';
 import { readExport } from './export-reader.js';
+import { inTransaction } from '../db/transaction.js';
 
 interface RestoreOptions {
   owner: string;
@@ -25,7 +26,7 @@ interface RestoreOptions {
 /** Restores; resolves with the line to print. Throws SeedError (or the reader's Error) and restores nothing. */
 export async function restoreCommand(config: Config, o: RestoreOptions, print: (line: string) => void): Promise<void> {
   await withDatabase(config, (sql) =>
-    sql.begin(async (tx) => {
+    inTransaction(sql, async (tx) => {
       const writer = new SeedWriter(tx);
       await writer.begin();
       let bookId: string | null = null;

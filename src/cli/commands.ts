@@ -15,6 +15,7 @@ import { SeedError } from '../load/seed-validate.js';
 import { SeedWriter } from '../load/seed-writer.js';
 import { withDatabase } from './database-command.js';
 import { progressReporter } from './progress.js';
+import { inTransaction } from '../db/transaction.js';
 
 type Print = (line: string) => void;
 
@@ -99,7 +100,7 @@ export async function importHtmlCommand(
   if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new Error(`${dir} is not a folder`);
   const bookId = opts.id ?? `${opts.owner}:${opts.slug}`;
   await withDatabase(config, async (sql) => {
-    const summary = await sql.begin(async (tx) => {
+    const summary = await inTransaction(sql, async (tx) => {
       const writer = new SeedWriter(tx);
       await writer.begin();
       await writer.addBook(

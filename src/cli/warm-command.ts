@@ -14,6 +14,7 @@ import { RewritePool } from '../export/rewrite/rewrite-pool.js';
 import { documentQuery, type DocumentRow } from '../export/snapshot/query.js';
 import { withDatabase } from './database-command.js';
 import { progressReporter } from './progress.js';
+import { inTransaction, type TransactionSql } from '../db/transaction.js';
 
 type Print = (line: string) => void;
 
@@ -61,7 +62,7 @@ export async function warmPlans(config: Config, sql: Sql, opts: { book: string; 
   const progress = progressReporter('warming', total);
   let documents = 0;
   try {
-    await sql.begin('READ ONLY ISOLATION LEVEL REPEATABLE READ', async (tx) => {
+    const readAll = async (tx: TransactionSql) => {
       await tx.unsafe(`DECLARE kbx_warm NO SCROLL CURSOR FOR ${documentQuery({ excludeCategories: false, includeContentHtml: true })}`, [bookId]);
       for (;;) {
         const rows = (await tx.unsafe(`FETCH FORWARD ${BATCH_ROWS} FROM kbx_warm`).raw()) as unknown as DocumentRow[];
@@ -72,7 +73,8 @@ export async function warmPlans(config: Config, sql: Sql, opts: { book: string; 
         progress.update(documents);
         if (rows.length < BATCH_ROWS) break;
       }
-    });
+    };
+    await inTransaction(sql, readAll, { mode: 'READ ONLY ISOLATION LEVEL REPEATABLE READ' });
   } finally {
     progress.stop();
     await writer.close();

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { existsSync } from 'node:fs';
 import type { Sql } from './connect.js';
+import { inTransaction } from './transaction.js';
 
 /** The `sql/` folder at the package root, from `src/db/` or from `dist/src/db/` once built. */
 function migrationsDir(): string {
@@ -27,7 +28,7 @@ async function migrationFiles(dir: string): Promise<string[]> {
 export async function migrate(sql: Sql, dir: string = migrationsDir()): Promise<string[]> {
   const files = await migrationFiles(dir);
   const applied: string[] = [];
-  await sql.begin(async (tx) => {
+  await inTransaction(sql, async (tx) => {
     // The server's lookup pool runs with a short statement_timeout (DB_TIMEOUT_MS); a migration
     // may rightly take longer.
     await tx`SET LOCAL statement_timeout = 0`;

@@ -6,6 +6,7 @@ import { generateApiKey, hashApiKey } from '../auth/api-key.js';
 import type { Sql } from '../db/connect.js';
 import { SeedWriter } from '../load/seed-writer.js';
 import { generateDocuments } from './generator.js';
+import { inTransaction } from '../db/transaction.js';
 
 const DEMO_USER = 'demo';
 const DEMO_BOOK = 'demo';
@@ -19,7 +20,7 @@ export interface DemoInfo {
 
 /** Seeds the demo once (only into a database with no users), then issues a key valid for 7 days. */
 export async function ensureDemo(sql: Sql): Promise<DemoInfo | null> {
-  return sql.begin(async (tx) => {
+  return inTransaction(sql, async (tx) => {
     // Seeding runs on the server's lookup pool, whose statement_timeout is short.
     await tx`SET LOCAL statement_timeout = 0`;
     await tx`LOCK TABLE users IN EXCLUSIVE MODE`;

@@ -18,6 +18,7 @@ import type { SeedDocument } from '../load/seed-types.js';
 import { editorState } from '../load/seed-writer.js';
 import { documentsForSize, generatedBook, type SizeName } from './sizes.js';
 import { generateDocuments } from './generator.js';
+import { inTransaction } from '../db/transaction.js';
 
 type Sql = postgres.Sql;
 type Tx = postgres.TransactionSql<Record<string, never>>;
@@ -253,7 +254,7 @@ export async function loadGenerated(sql: Sql, opts: LoadGeneratedOptions): Promi
   }
   const seed = opts.seed ?? 42;
   const book = generatedBook({ bookId: opts.bookId, bookSlug: opts.bookSlug, userId: opts.userId, documents, seed });
-  const result = await sql.begin(async (tx) => {
+  const result = await inTransaction(sql, async (tx) => {
     await tx`SET LOCAL TimeZone = 'UTC'`;
     await tx`INSERT INTO users (id, name) VALUES (${opts.userId}, ${opts.userName ?? opts.userId}) ON CONFLICT (id) DO NOTHING`;
     const hash = hashApiKey(opts.apiKey);

@@ -9,6 +9,7 @@ import { parser } from 'stream-json';
 import type { Sql } from '../db/connect.js';
 import { SeedWriter, type LoadSummary } from './seed-writer.js';
 import { SeedError, validateBook, validateDocument, validateUser } from './seed-validate.js';
+import { inTransaction } from '../db/transaction.js';
 
 interface Token {
   name: string;
@@ -65,7 +66,7 @@ export async function loadSeed(sql: Sql, input: Readable, opts: LoadOptions = {}
   tokenStream.on('error', () => {});
   const tokens = new Tokens(tokenStream);
   try {
-    return await sql.begin(async (tx) => {
+    return await inTransaction(sql, async (tx) => {
       const writer = new SeedWriter(tx);
       await writer.begin();
       await expect(tokens, 'startObject', 'seed file');

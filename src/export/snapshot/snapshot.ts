@@ -4,19 +4,17 @@
  * bounded in time on the client side too (D8.5), so a frozen database link cannot hang an export.
  *
  * Two kinds of failure are kept apart:
- * - The connection is lost. postgres.js 3.4.x writes small messages from a setImmediate; once a
- *   transaction's connection has closed, any query sent on it (the work's own, or the ROLLBACK or
- *   COMMIT that begin() sends when its callback settles) dereferences a null socket: an uncaught
- *   TypeError that ends the process (porsager/postgres#1208, #1154). So after a lost connection the
- *   callback sends nothing more and never settles; the snapshot fails through `failed` (or begin()'s
- *   own CONNECTION_CLOSED rejection).
+ * - The connection is lost. Nothing more may be sent on it, not even a ROLLBACK, or postgres.js
+ *   3.4 ends the process (db/transaction.ts): the callback sends nothing more and never settles;
+ *   the snapshot fails through `failed`.
  * - A statement does not answer in time (a frozen link, an overloaded server). The snapshot fails
  *   at once, but the callback keeps waiting for that statement: when it settles on a live
  *   connection, the callback throws and begin() rolls back, so the connection returns to the pool;
  *   when the connection dies instead, it is the first case.
  */
 import type { Sql } from '../../db/connect.js';
-import { DependencyError, isConnectionLost } from '../../db/dependency.js';
+import { DependencyError } from '../../db/dependency.js';
+import { inTransaction, type TransactionSql } from '../../db/transaction.js';
 
 /** Time limits of one export's snapshot, milliseconds (decisions.md D8.5, D8.7). */
 export interface SnapshotTimeouts {
@@ -52,7 +50,6 @@ export async function inSnapshot<T>(
   giveUp?: { signal: AbortSignal; reason: () => unknown },
 ): Promise<T> {
   let failure: unknown = null;
-  let lost = false;
   let fail!: (err: unknown) => void;
   const failed = new Promise<never>((_, reject) => {
     fail = (err: unknown) => {
@@ -73,7 +70,7 @@ export async function inSnapshot<T>(
     () => fail(new DependencyError('database', `no export connection within ${timeouts.startMs} ms`)),
     timeouts.startMs,
   );
-  const transaction = sql.begin('READ ONLY ISOLATION LEVEL REPEATABLE READ', async (tx) => {
+  const inSnapshotWork = async (tx: TransactionSql): Promise<T> => {
     clearTimeout(beginTimer);
     beginTimer = undefined;
     const snap: Snapshot = {
@@ -92,31 +89,19 @@ export async function inSnapshot<T>(
         });
       },
     };
-    try {
-      check();
-      // decisions.md D8.7: the exporter does not depend on the database's defaults.
-      await snap.query(
-        `SET LOCAL lock_timeout = ${Math.trunc(timeouts.lockMs)}; ` +
-          `SET LOCAL statement_timeout = ${Math.trunc(timeouts.fetchMs)}; ` +
-          `SET LOCAL idle_in_transaction_session_timeout = ${Math.trunc(timeouts.idleInTransactionMs)}`,
-        [],
-        { timeoutMs: timeouts.startMs },
-      );
-      return await work(snap);
-    } catch (err) {
-      if (!lost && !isConnectionLost(err)) throw err; // begin() rolls back on a live connection
-      lost = true;
-      fail(err);
-      return new Promise<never>(() => {}); // sends no ROLLBACK on the dead connection (see above)
-    }
-  });
-  // begin() rejects when its connection closes, even while the callback still waits. The callback
-  // may then fail with an error of its own (a body sink torn down meanwhile): the connection is
-  // still lost, and begin() must not be let to send ROLLBACK on it (see above).
-  transaction.catch((err: unknown) => {
-    if (isConnectionLost(err)) lost = true;
-    fail(err);
-  });
+    check();
+    // decisions.md D8.7: the exporter does not depend on the database's defaults.
+    await snap.query(
+      `SET LOCAL lock_timeout = ${Math.trunc(timeouts.lockMs)}; ` +
+        `SET LOCAL statement_timeout = ${Math.trunc(timeouts.fetchMs)}; ` +
+        `SET LOCAL idle_in_transaction_session_timeout = ${Math.trunc(timeouts.idleInTransactionMs)}`,
+      [],
+      { timeoutMs: timeouts.startMs },
+    );
+    return await work(snap);
+  };
+  const transaction = inTransaction(sql, inSnapshotWork, { mode: 'READ ONLY ISOLATION LEVEL REPEATABLE READ', onLost: fail });
+  transaction.catch(fail);
   try {
     return (await Promise.race([transaction, failed])) as T;
   } finally {
