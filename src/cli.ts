@@ -93,7 +93,7 @@ program
 program
   .command('load')
   .description('load a seed file (users, API keys, knowledge bases, documents) all-or-nothing')
-  .argument('<file>', 'seed file, see seed-format.md')
+  .argument('<file>', 'seed file (format: docs/seed-format.md)')
   .action(action(async (file: string) => (await commands()).loadCommand(config(), file, print)));
 
 const keys = program.command('keys').description('create and revoke API keys');
