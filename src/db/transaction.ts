@@ -18,21 +18,19 @@ export type TransactionSql = postgres.TransactionSql;
  * `work`'s failure then never settles begin()'s callback (so no ROLLBACK is written to the dead
  * socket; PostgreSQL discards the transaction when its session ends) and the result rejects with
  * the connection's error. Any other failure of `work` rolls back and rejects as begin() does.
- * `opts.mode` is BEGIN's (e.g. `READ ONLY`); `opts.onLost` hears of the loss first, once.
+ * `opts.mode` is BEGIN's (e.g. `READ ONLY`).
  */
 export function inTransaction<T>(
   sql: Sql,
   work: (tx: TransactionSql) => Promise<T>,
-  opts: { mode?: string; onLost?: (err: unknown) => void } = {},
+  opts: { mode?: string } = {},
 ): Promise<T> {
   let lost = false;
   let rejectLost!: (err: unknown) => void;
   const lostConnection = new Promise<never>((_, reject) => (rejectLost = reject));
   lostConnection.catch(() => {});
   const markLost = (err: unknown) => {
-    if (lost) return;
     lost = true;
-    opts.onLost?.(err);
     rejectLost(err);
   };
   const transaction = sql.begin(opts.mode ?? '', async (tx) => {

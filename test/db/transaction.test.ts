@@ -8,6 +8,7 @@ import { execFile } from 'node:child_process';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { connect } from '../../src/db/connect.js';
@@ -15,6 +16,7 @@ import { isConnectionLost } from '../../src/db/dependency.js';
 import { inTransaction } from '../../src/db/transaction.js';
 import { createTestDatabase } from '../helpers/db.js';
 import { seedGeneratedBooks } from '../helpers/generated-kb.js';
+import { waitForNoBackends } from '../helpers/pg-activity.js';
 import { startTcpProxy, targetOf, type TcpProxy } from '../helpers/tcp-proxy.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -22,17 +24,10 @@ const CLI = path.join(ROOT, 'dist/src/cli.js');
 const GENERATE = path.join(ROOT, 'dist/src/generate/generate-cli.js');
 
 const db = await createTestDatabase(t);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Sessions of `applicationName` still connected to the test database, once they had a moment to go. */
-async function sessionsLeft(applicationName: string): Promise<number> {
-  for (let i = 0; ; i++) {
-    const [row] = await db.sql<{ n: number }[]>`
-      SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = ${db.name} AND application_name = ${applicationName}`;
-    if (row!.n === 0 || i >= 50) return row!.n;
-    await sleep(100);
-  }
-}
+/** Sessions of `applicationName` still connected to the test database, once they had up to 5 s to go. */
+const sessionsLeft = async (applicationName: string) =>
+  (await waitForNoBackends(db.sql, { applicationName, database: db.name }, { pollMs: 100 })).length;
 
 interface CliRun {
   code: number;

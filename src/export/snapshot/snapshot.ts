@@ -100,7 +100,8 @@ export async function inSnapshot<T>(
     );
     return await work(snap);
   };
-  const transaction = inTransaction(sql, inSnapshotWork, { mode: 'READ ONLY ISOLATION LEVEL REPEATABLE READ', onLost: fail });
+  const transaction = inTransaction(sql, inSnapshotWork, { mode: 'READ ONLY ISOLATION LEVEL REPEATABLE READ' });
+  // Its rejection, a lost connection's included, is the snapshot's failure.
   transaction.catch(fail);
   try {
     return (await Promise.race([transaction, failed])) as T;
