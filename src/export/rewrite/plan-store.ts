@@ -143,7 +143,7 @@ export class PlanWriter {
           if (batch.length >= this.#batchSize) break;
         }
         // One statement, never begin(): postgres.js 3.4 crashes the process when begin() sends
-        // ROLLBACK on a connection that was lost (see export/snapshot/snapshot.ts).
+        // ROLLBACK on a connection that was lost (db/transaction.ts), and a single INSERT needs none.
         const write = this.sql.unsafe(INSERT, [JSON.stringify(batch)]).execute();
         write.catch(() => {});
         let timer: NodeJS.Timeout | undefined;
