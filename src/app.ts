@@ -4,25 +4,24 @@
  */
 import type { Writable } from 'node:stream';
 import rateLimit from '@fastify/rate-limit';
+import underPressure from '@fastify/under-pressure';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { Redis } from 'ioredis';
 import type { Config } from './config.js';
 import type { Sql } from './db/connect.js';
-import { DependencyError } from './db/dependency.js';
-import { ApiError } from './errors.js';
-import { ExportAdmission } from './export/admission.js';
-import { ExportCache } from './export/export-cache.js';
-import { RewritePool } from './export/rewrite/rewrite-pool.js';
-import { PlanWriter } from './export/rewrite/plan-store.js';
-import type { PlanUse } from './export/rewrite/html-stage.js';
+import { ApiError, DependencyError, RETRY_AFTER_S } from './errors.js';
+import { Exporter } from './export/exporter.js';
+import { Lookups } from './export/request/lookups.js';
 import { frameworkErrors, installErrorHandling, notServed } from './http/error-handling.js';
-import { registerExportRoute } from './http/export-route.js';
+import { registerExportRoute } from './export/request/export-route.js';
 import { EXPORT_PATH } from './http/routes.js';
 import { Readiness, registerHealth, type ReadinessProbe } from './http/health.js';
 import { requestIdOf } from './http/request-id.js';
 import { Metrics, registerMetricsRoute } from './observe/metrics.js';
 import { registerOpenApiRoute } from './http/openapi.js';
-import { OutageLog } from './http/outage-log.js';
+import { OutageLog } from './db/outage-log.js';
+import { registerReplicaMetrics } from './db/replica/replica-metrics.js';
+import { openReplicaSet } from './db/replica/replica-set.js';
 import { installPreRouting, methodsExcept, preRoutingOptions } from './http/pre-routing.js';
 
 export interface AppDeps {
@@ -31,21 +30,17 @@ export interface AppDeps {
   sql: Sql;
   /** Pool for export transactions: its size caps concurrent exports, so they never starve lookups. */
   exportSql: Sql;
-  /** Small export bodies kept in memory; by default one of config.exportCacheBytes. */
-  exportCache?: ExportCache;
-  /** Rewrite workers; by default config.rewriteWorkers of them, started (and closed) by the app. */
-  rewritePool?: RewritePool;
-  /** Pool on which new rewrite plans are written behind the exports (REWRITE_PLANS); `sql` by default. */
-  planSql?: Sql;
-  /** Where the JSON log lines go: stdout by default; false logs nothing. */
-  logger?: false | Writable;
+  /** Pool on which new rewrite plans are written behind the exports. */
+  planSql: Sql;
+  /** Where the JSON log lines go: a stream, or false for none. */
+  logger: false | Writable;
 }
 
 /** The pino options: keys and Authorization headers never reach the logs. */
-function loggerOptions(level: string, stream: Writable | undefined): object {
+function loggerOptions(level: string, stream: Writable): object {
   return {
     level,
-    ...(stream === undefined ? {} : { stream }),
+    stream,
     redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.authorization'], censor: '[redacted]' },
     serializers: {
       req(req: FastifyRequest) {
@@ -69,8 +64,8 @@ async function connectRedis(url: string, outages: OutageLog): Promise<Redis> {
     retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
   });
   // Without an 'error' listener ioredis prints plain-text lines outside the JSON log.
-  redis.on('error', (err) => outages.failed('rate-limit store', err));
-  redis.on('ready', () => outages.ok('rate-limit store'));
+  redis.on('error', (err) => outages.failed('redis', err));
+  redis.on('ready', () => outages.ok('redis'));
   // A server that starts while Redis is down still starts, and answers 503 until it is back.
   await new Promise<void>((resolve) => {
     const timer = setTimeout(resolve, 2000);
@@ -83,12 +78,12 @@ async function connectRedis(url: string, outages: OutageLog): Promise<Redis> {
 }
 
 /**
- * Builds the app. Closing it closes the Redis client and the rewrite workers it started, not the
- * database pools or rewrite workers it was given.
+ * Builds the app. With DATABASE_REPLICA_URL it opens the standbys and checks them in the background
+ * (decisions.md D11.2, D11.4). Closing it closes the Redis client, the standbys' pools, the rewrite
+ * workers and the plan writer, not the primary's pools.
  */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
-  const { config, sql, exportSql } = deps;
-  const cache = deps.exportCache ?? new ExportCache(config.exportCacheBytes);
+  const { config, sql } = deps;
   const app = Fastify({
     logger: deps.logger === false ? false : loggerOptions(config.logLevel, deps.logger),
     trustProxy:
@@ -110,19 +105,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   installPreRouting(app);
   const outages = new OutageLog(app.log);
-  const ownPool =
-    deps.rewritePool === undefined && config.rewriteWorkers > 0
-      ? new RewritePool(config.rewriteWorkers, { jobTimeoutMs: config.rewriteTimeoutMs, log: app.log })
-      : undefined;
-  const rewritePool = deps.rewritePool ?? ownPool;
-  if (ownPool) app.addHook('onClose', () => ownPool.close());
-  let plans: PlanUse | undefined;
-  if (config.rewritePlans) {
-    const writer = new PlanWriter(deps.planSql ?? sql, { log: app.log, timeoutMs: config.dbTimeoutMs });
-    plans = { writer, counts: { reused: 0, computed: 0 } };
-    app.addHook('onClose', () => writer.close());
-  }
-
   let redis: Redis | undefined;
   if (config.redisUrl) {
     redis = await connectRedis(config.redisUrl, outages);
@@ -130,20 +112,20 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       redis?.disconnect();
     });
   }
-  const admission = new ExportAdmission({
-    concurrency: config.exportConcurrency,
-    queueMax: config.exportQueueMax,
-    queueTimeoutMs: config.exportQueueTimeoutMs,
-    perUserMax: config.exportPerUserMax,
-  });
-  const metrics = new Metrics({
-    admission,
-    cache,
-    rewritePool,
-    plans,
-    exportPoolSize: config.exportConcurrency,
-    lookupPoolSize: config.poolSize,
-  });
+  const lookups = new Lookups(sql, config.dbTimeoutMs, outages);
+  // Not a readiness probe: a lost standby sends exports to the primary, it does not make the server unready (D11.7).
+  const replicas = config.databaseReplicaUrls.length > 0 ? openReplicaSet(config, sql, app.log) : null;
+  if (replicas) {
+    await replicas.start();
+    app.addHook('onClose', () => replicas.close());
+  }
+  // An export ends only after the app is built, metrics included.
+  const exporter = new Exporter(config, { ...deps, replicas, redis: redis ?? null }, app.log, (outcome, bytes, ms, cause) =>
+    metrics.exportEnded(outcome, bytes, ms, cause),
+  );
+  app.addHook('onClose', () => exporter.close());
+  const metrics = new Metrics({ exports: exporter, lookups, exportPoolSize: config.exportConcurrency, lookupPoolSize: config.poolSize });
+  if (replicas) registerReplicaMetrics(metrics.registry, replicas);
   app.decorate('metrics', metrics);
   // decisions.md D10.1-D10.3: outside the open API's context, so neither keyed nor rate limited.
   if (config.metricsPort === undefined) registerMetricsRoute(app, metrics);
@@ -151,9 +133,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const probes: ReadinessProbe[] = [{ name: 'database', check: () => sql`SELECT 1` }];
   if (redis) {
     const store = redis;
-    probes.push({ name: 'rate-limit store', check: () => store.ping() });
+    probes.push({ name: 'redis', check: () => store.ping() });
   }
-  await registerHealth(app, new Readiness(probes, config.dbTimeoutMs));
+  await registerHealth(app, new Readiness(probes, config.dbTimeoutMs, outages));
 
   // Requests of the open API that have not yet passed the rate limit: an error thrown for one of
   // them comes from the limit's store, and is an outage of that store (decisions.md D8.5).
@@ -162,7 +144,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     outages,
     dependencyError: (err, req) =>
       beforeLimit.has(req) && !(err instanceof ApiError)
-        ? new DependencyError('rate-limit store', `rate-limit store unavailable: ${err.message}`, { cause: err })
+        ? new DependencyError('redis', `rate-limit store unavailable: ${err.message}`, { cause: err })
         : undefined,
   });
 
@@ -173,6 +155,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     api.addHook('onRequest', async (req) => {
       beforeLimit.add(req);
     });
+    // A last line, not the fix: every step of an export is kept short and small (D8.8); should
+    // the process still fall behind, new requests are refused until it catches up.
+    if (config.maxEventLoopDelayMs > 0 || config.maxHeapUsedBytes > 0) {
+      await api.register(underPressure, {
+        maxEventLoopDelay: config.maxEventLoopDelayMs,
+        maxHeapUsedBytes: config.maxHeapUsedBytes,
+        pressureHandler: (_req, _reply, type) => {
+          throw new ApiError('SERVICE_UNAVAILABLE', `The server is under load (${type}), retry later`, RETRY_AFTER_S);
+        },
+      });
+    }
     await api.register(rateLimit, {
       global: true,
       max: config.rateLimitMax,
@@ -186,19 +179,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // onRequest hooks: the first hook that surely runs after it is preParsing.
     api.addHook('preParsing', async (req) => {
       beforeLimit.delete(req);
-      if (redis) outages.ok('rate-limit store');
+      if (redis) outages.ok('redis');
     });
-    registerExportRoute(api, {
-      config,
-      sql,
-      exportSql,
-      cache,
-      admission,
-      metrics,
-      outages,
-      rewritePool,
-      plans,
-    });
+    registerExportRoute(api, exporter, lookups);
 
     // Any other method is answered 405 here, in this context, so the limit counts it (decisions.md D7.4).
     api.route({ method: methodsExcept(api, ['GET', 'HEAD']), url: EXPORT_PATH, handler: notServed });

@@ -1,16 +1,9 @@
-#!/usr/bin/env -S MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072 node --max-semi-space-size=2 --heap-growing-percent=100
-/**
- * `kb-export`: the command-line entry point (serve, migrate, load, keys, import-html).
- * Configuration comes from the environment (see README.md); a bad value stops with its name.
- *
- * The shebang above is the one place the server's runtime settings are written: npm start, the
- * Docker image, the benchmarks and the tests all run this file as an executable (the build sets
- * its mode). The V8 flags keep the heap small under the export's allocation rate; the glibc
- * settings give large buffers mappings of their own that are unmapped when freed, and cap the
- * arenas the worker threads may take. bench/optimisations.md has the figures behind each.
- */
+#!/usr/bin/env -S MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072 node --max-semi-space-size=2 --heap-growing-percent=100 --expose-gc --optimize-for-size
+/** `kb-export`, the CLI entry point; its shebang is the one place for the runtime flags (bench/optimisations.md). */
+import v8 from 'node:v8';
+import { ConfigError } from './errors.js';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { ConfigError, loadConfig, type Config } from './config.js';
+import { loadConfig, type Config } from './config.js';
 // Each command loads what it needs when it runs: the backup client never loads the server.
 const commands = () => import('./cli/commands.js');
 
@@ -24,6 +17,7 @@ interface BackupCliOptions {
   includeCategories?: boolean;
   html: boolean;
   ifChanged?: boolean;
+  incremental?: boolean;
   retries: number;
   timeout: number;
   keyFile?: string;
@@ -74,15 +68,24 @@ Environment:
   RATE_LIMIT_MAX, RATE_LIMIT_WINDOW_MS, REDIS_URL, TRUST_PROXY, LOG_LEVEL, …`,
   );
 
+// The shebang's --optimize-for-size keeps the server's heap small; the commands that serve no one
+// (import-html, load, restore, backup, warm…) run 30-40 % faster without it (bench/optimisations.md).
+program.hook('preAction', (_program, command) => {
+  if (command.name() !== 'serve') v8.setFlagsFromString('--no-optimize-for-size');
+});
+
 program
   .command('serve')
   .description('serve the export API (the schema must be current: see migrate, --migrate)')
   .option('--migrate', 'apply pending migrations first (also MIGRATE_ON_START=true)')
   .option('--demo', 'development: migrate, load a generated demo knowledge base into an empty embedded database, print a key and a curl command')
   .action(
-    action(async (opts: { demo?: boolean; migrate?: boolean }) =>
-      import('./server.js').then(({ serve }) => serve(config(), { demo: Boolean(opts.demo), migrate: Boolean(opts.migrate) })),
-    ),
+    action(async (opts: { demo?: boolean; migrate?: boolean }) => {
+      const { serve } = await import('./server.js');
+      // The generator is loaded only for --demo: a plain serve never imports it.
+      const prepare = opts.demo ? (await import('./generate/demo.js')).demoPreparation : undefined;
+      await serve(config(), { migrate: Boolean(opts.migrate || opts.demo), ...(prepare ? { prepare } : {}) });
+    }),
   );
 
 program
@@ -115,11 +118,15 @@ program
   .description('download an export, verified, atomically into PATH (the key from KB_EXPORT_API_KEY or --key-file)')
   .requiredOption('--server <url>', 'the kb-export server, e.g. http://127.0.0.1:3000')
   .requiredOption('--book <slug>', 'the knowledge base slug')
-  .requiredOption('--out <path>', 'the file to write (.gz, .br, .zst: compressed); - for standard output')
+  .requiredOption('--out <path>', "the file to write (.gz, .br, .zst: compressed, with the server's bytes when it offers that encoding); - for standard output")
   .addOption(new Option('--format <format>', 'json or ndjson').choices(['json', 'ndjson']).default('json'))
   .option('--include-categories', 'include folder nodes (excludeCategories=false)')
   .option('--no-html', 'contentHtml as null (includeContentHtml=false)')
-  .option('--if-changed', 'keep the ETag in PATH.etag and download only when the export changed')
+  .option('--if-changed', 'keep the ETag, size and SHA-256 of PATH in PATH.etag; download only when the export changed or PATH no longer matches')
+  .option(
+    '--incremental',
+    'keep the change token, size and SHA-256 of PATH in PATH.token; download only the changes since and merge them into PATH (a full export when PATH no longer matches, the token expired (410) or was issued for other options)',
+  )
   .option('--retries <n>', 'attempts after the first for 429, 503 and cut connections', integerOption, 5)
   .option('--timeout <seconds>', 'longest wait for the server to answer or send more data', integerOption, 300)
   .option('--key-file <file>', 'read the API key from this file instead of KB_EXPORT_API_KEY')
@@ -127,13 +134,19 @@ program
   .addHelpText(
     'after',
     `
-Exit codes: 0 written or unchanged, 1 failed after retries, 2 usage error, 3 key refused or
-knowledge base not found. PATH is replaced only by a whole export (well-formed, success true,
-meta.count equal to the documents); anything else leaves it as it was.
+Exit codes: 0 written or unchanged, 1 failed after retries (at once when PATH cannot be written),
+2 usage error, 3 key refused or knowledge base not found. PATH is replaced only by a whole export
+(well-formed, success true, meta.count equal to the documents); anything else leaves it as it was.
+
+--incremental writes the same bytes as a full backup of that moment (the same JSON or NDJSON; a
+compressed PATH is compressed here, so only its decompressed bytes are the same), atomically too:
+a crash leaves PATH and PATH.token as they were.
 
 Example (cron):
   KB_EXPORT_API_KEY=kbx_… kb-export backup --server https://kb.example.com --book handbook \\
-    --out /backups/handbook.json.gz --if-changed --quiet`,
+    --out /backups/handbook.json.gz --if-changed --quiet
+  KB_EXPORT_API_KEY=kbx_… kb-export backup --server https://kb.example.com --book handbook \\
+    --out /backups/handbook.ndjson.gz --format ndjson --incremental --quiet`,
   )
   .action(async (opts: BackupCliOptions) => {
     const { runBackup, BackupError } = await import('./backup/backup-command.js');
@@ -147,6 +160,7 @@ Example (cron):
           includeCategories: Boolean(opts.includeCategories),
           html: opts.html,
           ifChanged: Boolean(opts.ifChanged),
+          incremental: Boolean(opts.incremental),
           retries: opts.retries,
           timeoutS: opts.timeout,
           quiet: Boolean(opts.quiet),
@@ -162,8 +176,66 @@ Example (cron):
   });
 
 program
+  .command('changes')
+  .description('write the changes since the last run as NDJSON records to standard output, for search indexers and ETL (the key from KB_EXPORT_API_KEY or --key-file)')
+  .requiredOption('--server <url>', 'the kb-export server, e.g. http://127.0.0.1:3000')
+  .requiredOption('--book <slug>', 'the knowledge base slug')
+  .requiredOption('--state <file>', 'where the change token of the last complete run is kept (created on the first run)')
+  .option('--include-categories', 'include folder nodes (excludeCategories=false)')
+  .option('--no-html', 'contentHtml as null (includeContentHtml=false)')
+  .option('--retries <n>', 'attempts after the first for 429 and 503', integerOption, 5)
+  .option('--timeout <seconds>', 'longest wait for the server to answer or send more data', integerOption, 300)
+  .option('--key-file <file>', 'read the API key from this file instead of KB_EXPORT_API_KEY')
+  .option('--quiet', 'no lines on standard error but errors')
+  .addHelpText(
+    'after',
+    `
+Output, one JSON object a line:
+  {"op":"upsert","document":{…}}   a document changed or new since the last run (every document,
+                                   as the export has it, on the first run, without a state file)
+  {"op":"remove","id":"…"}         a document deleted, made inactive or no longer exported
+Apply them in order, idempotently: the state file moves on to the new token only once the whole
+answer arrived (meta.count checked) and standard output took every byte, so a run that fails or is
+killed sends the same changes again next time (at least once), and none is ever skipped.
+
+Exit codes: 0 done, 1 failed (the state file unchanged), 2 usage error (or a state file kept for
+other options), 3 key refused, knowledge base not found or a 400, 4 the state's token expired
+(410 CHANGE_TOKEN_EXPIRED, after CHANGE_RETENTION_DAYS): the removals since can no longer be
+listed, so nothing is written; remove the state file to start again with a full read and rebuild
+what you keep from it.
+
+Example:
+  KB_EXPORT_API_KEY=kbx_… kb-export changes --server http://127.0.0.1:3000 --book demo \\
+    --state demo.changes.json | my-indexer`,
+  )
+  .action(async (opts: { server: string; book: string; state: string; includeCategories?: boolean; html: boolean; retries: number; timeout: number; keyFile?: string; quiet?: boolean }) => {
+    const { runChanges } = await import('./backup/changes-command.js');
+    const { BackupError } = await import('./backup/backup-command.js');
+    try {
+      const line = await runChanges(
+        {
+          server: opts.server,
+          book: opts.book,
+          state: opts.state,
+          includeCategories: Boolean(opts.includeCategories),
+          html: opts.html,
+          retries: opts.retries,
+          timeoutS: opts.timeout,
+          quiet: Boolean(opts.quiet),
+          ...(opts.keyFile !== undefined ? { keyFile: opts.keyFile } : {}),
+        },
+        (l) => process.stderr.write(`kb-export changes: ${l}\n`),
+      );
+      if (!opts.quiet) process.stderr.write(`${line}\n`);
+    } catch (err) {
+      process.stderr.write(`kb-export changes: ${(err as Error).message}\n`);
+      process.exitCode = err instanceof BackupError ? err.exitCode : 1;
+    }
+  });
+
+program
   .command('restore')
-  .description('load an export (a backup, JSON or NDJSON, .gz/.br/.zst too) back as a knowledge base, all-or-nothing')
+  .description('load an export (a backup, JSON or NDJSON, .gz/.br/.zst too) back as a knowledge base, all-or-nothing; a file not beginning with "success": true is refused')
   .requiredOption('--owner <userId>', 'the user who will own the restored knowledge base')
   .requiredOption('--file <path>', 'the export file')
   .addOption(new Option('--format <format>', 'json or ndjson (default: ndjson when the name ends .ndjson or .jsonl, before any .gz/.br/.zst)').choices(['json', 'ndjson']))

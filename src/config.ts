@@ -1,28 +1,20 @@
-/**
- * Configuration: the environment, validated once at start-up into one typed object.
- * A bad value throws ConfigError naming the variable, so start-up stops with a message.
- */
+/** The environment, validated once at start-up; a bad value throws ConfigError naming the variable. */
 import { isIP, isIPv4 } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { normalizeMediaPrefix } from './export/rewrite/media-url.js';
+import { ConfigError } from './errors.js';
 
-export class ConfigError extends Error {
-  override name = 'ConfigError';
-  constructor(
-    readonly variable: string,
-    message: string,
-  ) {
-    super(`${variable}: ${message}`);
-  }
-}
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
+/** One field per variable of README's configuration table; times in ms, sizes in bytes. */
 export interface Config {
-  /** Unset: an embedded PostgreSQL whose data lives in dataDir. */
+  /** Unset: an embedded PostgreSQL in dataDir. May list hosts to follow a failover (decisions.md D11.6). */
   databaseUrl: string | undefined;
+  databaseReplicaUrls: string[];
+  replicaMaxLagMs: number;
+  replicaCheckIntervalMs: number;
   dataDir: string;
   host: string;
   port: number;
@@ -32,58 +24,46 @@ export interface Config {
   rateLimitMax: number;
   rateLimitWindowMs: number;
   redisUrl: string | undefined;
-  /** Passed to Fastify's trustProxy: false, true, a hop count, or addresses/CIDRs. */
   trustProxy: boolean | number | string;
   logLevel: LogLevel;
-  /** Most exports that hold a database connection at once; the rest wait for one. */
   exportConcurrency: number;
-  /** Connections for key and book lookups, separate from exports so they never starve. */
   poolSize: number;
-  /** Bytes of small export bodies kept in memory (src/export/export-cache.ts); 0 turns it off. */
   exportCacheBytes: number;
-  /** Rows fetched from the export cursor per batch. */
   exportBatchSize: number;
-  /** Worker threads that rewrite contentHtml off the event loop (src/export/rewrite/rewrite-pool.ts); 0: none. */
   rewriteWorkers: number;
-  /** Bytes of flagged contentHtml a batch needs before it goes to a rewrite worker. */
   rewriteOffloadBytes: number;
-  /** Whether stored rewrite plans are used and written (src/export/rewrite/plan-store.ts, sql/0005). */
   rewritePlans: boolean;
-  /** A client that reads nothing for this long is dropped, ending its snapshot (decisions.md D6.4). */
   stallTimeoutMs: number;
-  /**
-   * Bytes per second a client must accept, averaged over the last stallTimeoutMs while the server
-   * has data waiting, or it is dropped (decisions.md D8.3); 0 turns the floor off.
-   */
   minDrainBytesPerS: number;
-  /** Longest an export's snapshot may stay open, ms (decisions.md D8.3); 0: no limit. */
   exportMaxDurationMs: number;
-  /** Exports that may wait for a free export slot (decisions.md D8.1). */
   exportQueueMax: number;
-  /** Longest wait for an export slot before 503, ms (decisions.md D8.1). */
   exportQueueTimeoutMs: number;
-  /** Exports one user may stream at once (decisions.md D8.2). */
   exportPerUserMax: number;
-  /** Longest a rewrite worker may take over one batch before it is replaced, ms (decisions.md D8.6). */
   rewriteTimeoutMs: number;
-  /**
-   * Longest wait for the database before an answer is due, ms (decisions.md D8.5, D8.7): connecting,
-   * each lookup (also its statement_timeout), an export's start and any lock it waits for.
-   */
+  /** Every wait for the database before an answer is due, lookups' statement_timeout too (decisions.md D8.5, D8.7). */
   dbTimeoutMs: number;
-  /** How long running exports may take to finish on SIGTERM/SIGINT. */
   shutdownGraceMs: number;
-  /**
-   * Longest a client may take to send a request's line and headers before 408 REQUEST_TIMEOUT
-   * (decisions.md D7.4). Bounds receiving the request only, never the response's stream.
-   */
+  /** Bounds receiving a request's line and headers, never the response (decisions.md D7.4). */
   requestTimeoutMs: number;
-  /** When set, /metrics is served on this port (same HOST) instead of the API's (decisions.md D10.3). */
   metricsPort: number | undefined;
-  /** On SIGTERM, how long /readyz answers 503 before the server stops taking requests, ms (decisions.md D10.2). */
   shutdownDelayMs: number;
-  /** Apply pending migrations when `serve` starts (MIGRATE_ON_START); otherwise only `kb-export migrate` does. */
   migrateOnStart: boolean;
+  maxEventLoopDelayMs: number;
+  maxHeapUsedBytes: number;
+  changeRetentionDays: number;
+}
+
+const FORBIDDEN_PREFIX_CHARS = /[\s"'<>&`]/;
+
+/** Ends it with one `/` (D3.1); throws on an empty prefix or one that could leave an HTML attribute. */
+export function normalizeMediaPrefix(p: string): string {
+  if (p.length === 0) throw new Error('media proxy prefix must not be empty');
+  if (FORBIDDEN_PREFIX_CHARS.test(p)) {
+    throw new Error(`media proxy prefix contains a forbidden character: ${JSON.stringify(p)}`);
+  }
+  let end = p.length;
+  while (end > 0 && p.charCodeAt(end - 1) === 0x2f /* / */) end--;
+  return p.slice(0, end) + '/';
 }
 
 type Env = Record<string, string | undefined>;
@@ -125,13 +105,63 @@ function url(env: Env, name: string, protocols: readonly string[]): string | und
   return raw;
 }
 
+const SESSION_ATTRS = ['read-write', 'read-only', 'primary', 'standby', 'prefer-standby'];
+
+/** As postgres.js reads it: WHATWG URL refuses a host list, so the rest is parsed with the first host. */
+function postgresUrl(name: string, raw: string): string {
+  const scheme = /^postgres(ql)?:\/\//.exec(raw);
+  if (!scheme) throw new ConfigError(name, 'must start with postgres:// or postgresql://');
+  const authority = raw.slice(scheme[0].length).split(/[/?#]/)[0]!;
+  const at = authority.lastIndexOf('@');
+  if (authority.indexOf('@') !== at) throw new ConfigError(name, 'an @ in the user name or password must be written %40');
+  const hostList = authority.slice(at + 1);
+  const hosts = hostList.split(',');
+  if (hosts.length > 1) {
+    for (const host of hosts) {
+      const m = /^([A-Za-z0-9._-]+)(?::(\d{1,5}))?$/.exec(host);
+      if (!m) {
+        const why = host.startsWith('[') ? 'IPv6 addresses cannot be listed (postgres.js splits hosts at ":")' : 'each must be host or host:port';
+        throw new ConfigError(name, `has a bad host "${host}" in its host list: ${why}`);
+      }
+      if (m[2] !== undefined && (Number(m[2]) < 1 || Number(m[2]) > 65535)) {
+        throw new ConfigError(name, `has a bad port in "${host}": must be between 1 and 65535`);
+      }
+    }
+  }
+  let parsed: URL;
+  try {
+    const start = scheme[0].length + at + 1;
+    parsed = new URL(raw.slice(0, start) + hosts[0] + raw.slice(start + hostList.length));
+  } catch {
+    throw new ConfigError(name, 'is not a valid URL');
+  }
+  if (parsed.hostname === '') throw new ConfigError(name, 'names no host');
+  const attrs = parsed.searchParams.get('target_session_attrs');
+  if (attrs !== null && !SESSION_ATTRS.includes(attrs)) {
+    throw new ConfigError(name, `target_session_attrs must be one of ${SESSION_ATTRS.join(', ')}, got "${attrs}"`);
+  }
+  return raw;
+}
+
+/** A comma starts a new URL only before `postgres://`, so each URL may itself list hosts. */
+function replicaUrls(env: Env, databaseUrl: string | undefined): string[] {
+  const name = 'DATABASE_REPLICA_URL';
+  const raw = str(env, name);
+  if (raw === undefined) return [];
+  if (databaseUrl === undefined) throw new ConfigError(name, 'needs DATABASE_URL: a standby replicates the primary kb-export connects to');
+  const urls = raw.split(/,(?=\s*postgres(?:ql)?:\/\/)/).map((u) => u.trim());
+  for (const u of urls) {
+    if (/,\s*[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(u)) throw new ConfigError(name, 'each URL of the list must start with postgres:// or postgresql://');
+  }
+  return urls.map((u) => postgresUrl(name, u));
+}
+
 function trustProxy(env: Env): boolean | number | string {
   const raw = str(env, 'TRUST_PROXY');
   if (raw === undefined || raw === 'false' || raw === '0') return false;
   if (raw === 'true') return true;
   if (/^\d+$/.test(raw)) return Number(raw);
-  // Fastify compiles the list at start-up and throws a bare TypeError on an entry that is not an
-  // address, so each entry is checked here: `beef` or `10.0.0.0/99` must name TRUST_PROXY.
+  // Fastify throws a bare TypeError on a bad entry (`beef`, `10.0.0.0/99`): the error must name TRUST_PROXY.
   if (raw.split(',').every((entry) => isAddressOrCidr(entry.trim()))) return raw;
   throw new ConfigError('TRUST_PROXY', 'must be true, false, a hop count, or comma-separated addresses/CIDRs');
 }
@@ -146,12 +176,11 @@ function isAddressOrCidr(entry: string): boolean {
   return family === 4 && isIPv4(range);
 }
 
-/** One rewrite worker per core beyond the event loop's, at most 4; none on a single core. */
 function defaultRewriteWorkers(): number {
   return Math.max(0, Math.min(4, os.availableParallelism() - 1));
 }
 
-/** Reads and validates the environment. Throws ConfigError naming the first bad variable. */
+/** Throws ConfigError naming the first bad variable. */
 export function loadConfig(env: Env = process.env): Config {
   let mediaProxyPrefix: string;
   try {
@@ -165,8 +194,13 @@ export function loadConfig(env: Env = process.env): Config {
   }
   const host = str(env, 'HOST') ?? '127.0.0.1';
   if (!/^[A-Za-z0-9.:\-[\]]+$/.test(host)) throw new ConfigError('HOST', `is not a host name or address: "${host}"`);
+  const databaseUrlRaw = str(env, 'DATABASE_URL');
+  const databaseUrl = databaseUrlRaw === undefined ? undefined : postgresUrl('DATABASE_URL', databaseUrlRaw);
   return {
-    databaseUrl: url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
+    databaseUrl,
+    databaseReplicaUrls: replicaUrls(env, databaseUrl),
+    replicaMaxLagMs: int(env, 'REPLICA_MAX_LAG_MS', 5000, 0, 3_600_000),
+    replicaCheckIntervalMs: int(env, 'REPLICA_CHECK_INTERVAL_MS', 1000, 100, 60_000),
     dataDir: path.resolve(str(env, 'KB_DATA_DIR') ?? './.data'),
     host,
     port: int(env, 'PORT', 3000, 0, 65535),
@@ -194,6 +228,9 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 30_000, 0, 3_600_000),
     requestTimeoutMs: int(env, 'REQUEST_TIMEOUT_MS', 10_000, 100, 600_000),
     migrateOnStart: bool(env, 'MIGRATE_ON_START', false),
+    maxEventLoopDelayMs: int(env, 'MAX_EVENT_LOOP_DELAY_MS', 1000, 0, 600_000),
+    maxHeapUsedBytes: int(env, 'MAX_HEAP_USED_BYTES', 512 * 1024 * 1024, 0, 2 ** 46),
+    changeRetentionDays: int(env, 'CHANGE_RETENTION_DAYS', 30, 1, 3650),
     shutdownDelayMs: int(env, 'SHUTDOWN_DELAY_MS', 0, 0, 600_000),
     metricsPort: str(env, 'METRICS_PORT') === undefined ? undefined : int(env, 'METRICS_PORT', 0, 0, 65535),
   };

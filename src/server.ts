@@ -1,31 +1,35 @@
 /**
  * `kb-export serve`: the only place that creates, listens and closes. Checks the schema is current
- * (or migrates, when asked to), optionally seeds the demo knowledge base, listens, and on SIGTERM/SIGINT lets running exports finish within the grace
- * period before closing the pools and the embedded PostgreSQL.
+ * (or migrates, when asked to), runs the caller's preparation (the demo's seeding), listens, and on
+ * SIGTERM/SIGINT lets running exports finish within the grace period before closing the pools and
+ * the embedded PostgreSQL.
  */
 import closeWithGrace from 'close-with-grace';
-import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
 import { connect } from './db/connect.js';
 import { openDatabase } from './db/database.js';
 import { assertSchemaCurrent, migrate } from './db/migrate.js';
-import type { DemoInfo } from './generate/demo.js';
+import type { Sql } from './db/connect.js';
+import { startChangePruning } from './export/change-retention.js';
 import { trackUnusedConnections } from './http/shutdown.js';
 import { serveMetrics } from './observe/metrics.js';
 import type { Server } from 'node:http';
 
 export interface ServeOptions {
-  /**
-   * Migrate, seed the demo knowledge base into an empty embedded database and print a key and a curl
-   * command. The generator is imported only then: a plain serve never loads it.
-   */
-  demo: boolean;
   /** Apply pending migrations before serving (`serve --migrate`, MIGRATE_ON_START); otherwise a schema that is behind stops start-up. */
-  migrate?: boolean;
-  /** Called with the built app before it listens, to add routes (the benchmarks' in-memory ceiling). */
-  beforeListen?: (app: FastifyInstance) => void | Promise<void>;
+  migrate: boolean;
+  /**
+   * Runs once the schema is current and before the server listens, on a connection of its own,
+   * with whether the database is the embedded one (`serve --demo` seeds the demo there: the tools
+   * stay out of the server). What it returns is written to stdout once the server listens, given
+   * its `http://host:port`.
+   */
+  prepare?: (sql: Sql, embedded: boolean) => Promise<((base: string) => string) | null>;
 }
+
+/** How often removals kept for deltas are pruned (src/export/change-retention.ts). */
+const PRUNE_EVERY_MS = 10 * 60_000;
 
 /** Starts the server; resolves once it listens. Throws when the database or the port is unavailable. */
 export async function serve(config: Config, opts: ServeOptions): Promise<void> {
@@ -55,18 +59,15 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
     await Promise.allSettled([sql.end({ timeout: 5 }), exportSql.end({ timeout: 5 }), planSql.end({ timeout: 5 })]);
     await db.stop();
   };
-  let demo: DemoInfo | null = null;
+  let banner: ((base: string) => string) | null = null;
   // Migrations and the demo's seeding (which writes arrays) run on a pool of their own, ended
   // before serving: the serving pools read no array types (src/db/connect.ts fetchTypes).
   const setup = connect(db.url, { max: 1, applicationName: 'kb-export-setup', connectTimeoutS });
   try {
     try {
-      if (opts.migrate || opts.demo || config.migrateOnStart) await migrate(setup);
+      if (opts.migrate || config.migrateOnStart) await migrate(setup);
       else await assertSchemaCurrent(setup);
-      if (opts.demo && db.embedded) {
-        const { ensureDemo } = await import('./generate/demo.js');
-        demo = await ensureDemo(setup);
-      }
+      banner = (await opts.prepare?.(setup, db.embedded)) ?? null;
     } finally {
       await setup.end({ timeout: 5 });
     }
@@ -74,11 +75,10 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
     await closeDb();
     throw err;
   }
-  const app = await buildApp({ config, sql, exportSql, planSql });
+  const app = await buildApp({ config, sql, exportSql, planSql, logger: process.stdout });
   const connections = trackUnusedConnections(app.server);
   let metricsServer: Server | undefined;
   try {
-    await opts.beforeListen?.(app);
     await app.listen({ host: config.host, port: config.port });
     if (config.metricsPort !== undefined) {
       metricsServer = await serveMetrics(app.metrics, config.host, config.metricsPort);
@@ -90,6 +90,15 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
     await closeDb();
     throw err;
   }
+  // decisions.md D12.4: removals no honoured change token can need are pruned, by one instance at a time.
+  const pruning = startChangePruning(sql, {
+    retentionDays: config.changeRetentionDays,
+    everyMs: PRUNE_EVERY_MS,
+    onPruned: (deleted) => {
+      if (deleted > 0) app.log.info({ deleted }, 'removals older than CHANGE_RETENTION_DAYS pruned');
+    },
+    onError: (err) => app.log.warn({ err }, 'pruning the removals kept for deltas failed; it runs again later'),
+  });
   closeWithGrace({ delay: config.shutdownGraceMs }, async ({ signal, err }) => {
     // decisions.md D10.2: not ready first, so load balancers stop sending before the server stops taking requests.
     app.readiness.shutDown();
@@ -106,16 +115,13 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
     } finally {
       clearInterval(sweep);
     }
+    await pruning.stop();
     await closeDb();
   });
-  if (demo) {
+  if (banner) {
     const addr = app.server.address();
     const port = typeof addr === 'object' && addr ? addr.port : config.port;
     const host = config.host.includes(':') ? `[${config.host}]` : config.host;
-    process.stdout.write(
-      `\nDemo knowledge base "${demo.slug}" (${demo.documents} documents) is ready.\n` +
-        `API key (shown once): ${demo.key}\n\n` +
-        `curl -H 'Authorization: Bearer ${demo.key}' 'http://${host}:${port}/api/v1/open/books/${demo.slug}/docs'\n\n`,
-    );
+    process.stdout.write(banner(`http://${host}:${port}`));
   }
 }

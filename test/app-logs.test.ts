@@ -23,7 +23,7 @@ t.test('keys and Authorization headers never reach the logs', async (t) => {
   });
   const config = loadConfig({ DATABASE_URL: db.url, RATE_LIMIT_MAX: '3', LOG_LEVEL: 'trace' });
   const exportSql = connect(db.url, { max: 2, applicationName: 'kbx-test-export' });
-  const app = await buildApp({ config, sql: db.sql, exportSql, logger: stream });
+  const app = await buildApp({ config, sql: db.sql, exportSql, planSql: db.sql, logger: stream });
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.teardown(async () => {
     await app.close();

@@ -1,10 +1,11 @@
 /**
  * loadConfig: defaults, normalisation, and a ConfigError naming the variable for each bad value.
  */
+import { ConfigError } from '../src/errors.js';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/config.js';
 
 t.test('defaults', async (t) => {
   const c = loadConfig({});
@@ -23,6 +24,7 @@ t.test('defaults', async (t) => {
   t.equal(c.rewriteWorkers, Math.max(0, Math.min(4, os.availableParallelism() - 1)), 'one per core beyond the first, at most 4');
   t.equal(c.rewriteOffloadBytes, 65_536);
   t.equal(c.requestTimeoutMs, 10_000, 'D7.4: a request is cut within seconds');
+  t.equal(c.changeRetentionDays, 30, 'D12.4: change tokens and removals are kept 30 days');
 });
 
 t.test('rewrite workers: one per core beyond the event loop, at most 4; REWRITE_WORKERS=0 turns them off', async (t) => {
@@ -65,6 +67,7 @@ t.test('good values are read', async (t) => {
     RATE_LIMIT_MAX: '1',
     STALL_TIMEOUT_MS: '100',
     REQUEST_TIMEOUT_MS: '2500',
+    CHANGE_RETENTION_DAYS: '7',
   });
   t.match(c, {
     host: '0.0.0.0',
@@ -75,6 +78,7 @@ t.test('good values are read', async (t) => {
     rateLimitMax: 1,
     stallTimeoutMs: 100,
     requestTimeoutMs: 2500,
+    changeRetentionDays: 7,
   });
   t.equal(loadConfig({}).migrateOnStart, false, 'serve migrates only when asked');
   for (const [raw, want] of [['true', true], ['1', true], ['false', false], ['0', false]] as const) {
@@ -103,6 +107,15 @@ t.test('each bad value throws ConfigError naming the variable', async (t) => {
     ['PORT', '80.5'],
     ['DATABASE_URL', 'mysql://x'],
     ['DATABASE_URL', 'not a url'],
+    ['DATABASE_URL', 'postgres://'],
+    ['DATABASE_URL', 'postgres://u@h1:5432,,h2/db'],
+    ['DATABASE_URL', 'postgres://u@h1:5432,h2:99999/db'],
+    ['DATABASE_URL', 'postgres://u@h1,[::1]:5432/db'],
+    ['DATABASE_URL', 'postgres://u@h1 x,h2/db'],
+    ['DATABASE_URL', 'postgres://u:p@ss@h1/db'],
+    ['DATABASE_URL', 'postgres://u@h1,h2/db?target_session_attrs=any'],
+    ['REPLICA_MAX_LAG_MS', '-1'],
+    ['REPLICA_CHECK_INTERVAL_MS', '50'],
     ['REDIS_URL', 'http://x'],
     ['LOG_LEVEL', 'loud'],
     ['RATE_LIMIT_MAX', '0'],
@@ -124,6 +137,9 @@ t.test('each bad value throws ConfigError naming the variable', async (t) => {
     ['REQUEST_TIMEOUT_MS', '99'],
     ['REQUEST_TIMEOUT_MS', '600001'],
     ['MIGRATE_ON_START', 'yes'],
+    ['CHANGE_RETENTION_DAYS', '0'],
+    ['CHANGE_RETENTION_DAYS', '3651'],
+    ['CHANGE_RETENTION_DAYS', '1.5'],
   ];
   for (const [name, value] of cases) {
     let error: unknown;
@@ -140,4 +156,49 @@ t.test('each bad value throws ConfigError naming the variable', async (t) => {
 
 t.test('the first bad variable is reported even when others are good', async (t) => {
   t.throws(() => loadConfig({ HOST: '0.0.0.0', PORT: 'abc', LOG_LEVEL: 'debug' }), { name: 'ConfigError', variable: 'PORT' });
+});
+
+t.test('D11.6: a multi-host DATABASE_URL is read as postgres.js reads it', async (t) => {
+  const good = [
+    'postgres://u@h1:5432,h2:5433/db?target_session_attrs=read-write',
+    'postgresql://u:p%40ss@db-a,db-b.internal:6432/kb?target_session_attrs=primary&sslmode=require',
+    'postgres://u@10.0.0.1:5432,10.0.0.2:5432/db',
+    'postgres://u:p@[::1]:5432/db',
+  ];
+  for (const url of good) t.equal(loadConfig({ DATABASE_URL: url }).databaseUrl, url, url);
+  const err = (() => {
+    try {
+      loadConfig({ DATABASE_URL: 'postgres://u@h1,[::1]:5432/db' });
+    } catch (e) {
+      return e as Error;
+    }
+    return undefined;
+  })();
+  t.match(err?.message, /^DATABASE_URL: has a bad host "\[::1\]:5432" in its host list: IPv6/, 'says which host and why');
+});
+
+t.test('D11.2: DATABASE_REPLICA_URL is one standby or a comma-separated list, and needs DATABASE_URL', async (t) => {
+  const primary = 'postgres://u:p@primary:5432/kb';
+  t.same(loadConfig({}).databaseReplicaUrls, []);
+  t.same(loadConfig({ DATABASE_URL: primary, DATABASE_REPLICA_URL: 'postgres://u:p@standby:5432/kb' }).databaseReplicaUrls, [
+    'postgres://u:p@standby:5432/kb',
+  ]);
+  t.same(
+    loadConfig({
+      DATABASE_URL: primary,
+      DATABASE_REPLICA_URL: 'postgres://u:p@s1:5432/kb, postgresql://u:p@s2:5432,s3:5432/kb?target_session_attrs=standby',
+    }).databaseReplicaUrls,
+    ['postgres://u:p@s1:5432/kb', 'postgresql://u:p@s2:5432,s3:5432/kb?target_session_attrs=standby'],
+    'a comma starts a new URL only before postgres://, so each may list hosts',
+  );
+  t.throws(() => loadConfig({ DATABASE_REPLICA_URL: 'postgres://u@s1/kb' }), { name: 'ConfigError', variable: 'DATABASE_REPLICA_URL' }, 'no DATABASE_URL');
+  t.throws(() => loadConfig({ DATABASE_URL: primary, DATABASE_REPLICA_URL: 'postgres://u@s1/kb,redis://x' }), {
+    name: 'ConfigError',
+    variable: 'DATABASE_REPLICA_URL',
+  });
+  t.throws(() => loadConfig({ DATABASE_URL: primary, DATABASE_REPLICA_URL: 'mysql://s1/kb' }), { name: 'ConfigError', variable: 'DATABASE_REPLICA_URL' });
+  const c = loadConfig({});
+  t.equal(c.replicaMaxLagMs, 5000);
+  t.equal(c.replicaCheckIntervalMs, 1000);
+  t.equal(loadConfig({ REPLICA_MAX_LAG_MS: '250', REPLICA_CHECK_INTERVAL_MS: '200' }).replicaMaxLagMs, 250);
 });

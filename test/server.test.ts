@@ -112,6 +112,24 @@ t.test('a plain serve never loads the data generator (only --demo does)', async 
   t.equal(await s.exited, 0);
 });
 
+t.test('serve prunes the removals kept for deltas past CHANGE_RETENTION_DAYS (D12.4)', async (t) => {
+  const db = await createTestDatabase(t);
+  await seed(db.sql, simpleSeed([{ id: 'd1', slug: 'd1', name: 'D1', type: 'document', orderKey: 'a', status: 1 }]));
+  const removedBy = await db.sql.begin(async (tx) => {
+    await tx`DELETE FROM documents WHERE id = 'd1'`;
+    return (await tx<{ x: string }[]>`SELECT pg_current_xact_id()::text AS x`)[0]!.x;
+  });
+  // As if a horizon had been sampled 31 days ago, just after the removal.
+  await db.sql`INSERT INTO change_horizons (taken_at, snapshot_xmin) VALUES (now() - interval '31 days', (${removedBy}::numeric + 1)::text::xid8)`;
+  const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', CHANGE_RETENTION_DAYS: '30' });
+  t.teardown(() => s.child.kill('SIGKILL'));
+  await waitFor('listening', listening(s));
+  await waitFor('the pruning log line', () => (/"deleted":1.*removals older than CHANGE_RETENTION_DAYS pruned/.test(s.output()) ? true : undefined));
+  t.same(await db.sql`SELECT document_id FROM document_removals`, [], 'the removal is gone');
+  s.child.kill('SIGTERM');
+  t.equal(await s.exited, 0);
+});
+
 t.test('SIGTERM lets a running export finish, then the server exits 0', async (t) => {
   const db = await databaseWithDocuments(t, 3000, 7);
   const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', EXPORT_BATCH_SIZE: '20', SHUTDOWN_GRACE_MS: '20000' });

@@ -1,19 +1,13 @@
-/**
- * `kb-export warm --book SLUG`: computes the rewrite plans (src/export/rewrite/rewrite-plan.ts) that
- * a knowledge base's next export would otherwise compute itself, so that even its first export
- * splices stored plans instead of parsing. The rows are read as an export reads them, in a READ
- * ONLY snapshot, and go through the export's own HTML stage (html-stage.ts) under the configured
- * MEDIA_PROXY_PREFIX, which the server must share for the plans to match; new plans are written
- * on another connection, one batch at a time, so none is dropped and memory stays one batch.
- */
+/** `kb-export warm`: a book's rewrite plans made ahead of its first export, by the export's own rewrite stage. */
+import { type DocumentRow } from '../export/encode/rows.js';
 import type { Config } from '../config.js';
 import type { Sql } from '../db/connect.js';
-import { rewriteBatchHtml, type PlanUse } from '../export/rewrite/html-stage.js';
-import { PlanWriter } from '../export/rewrite/plan-store.js';
-import { RewritePool } from '../export/rewrite/rewrite-pool.js';
-import { documentQuery, type DocumentRow } from '../export/snapshot/query.js';
-import { withDatabase } from './database-command.js';
-import { progressReporter } from './progress.js';
+import { rewriteRows, type PlanUse } from '../export/rewrite/rewrite-stage.js';
+import { PlanWriter, readStoredPlans } from '../export/rewrite/plans/plan-store.js';
+import { RewritePool } from '../export/rewrite/workers/rewrite-pool.js';
+import { documentQuery } from '../export/snapshot/query.js';
+import { withDatabase } from '../db/with-database.js';
+import { progressReporter } from '../observe/progress.js';
 import { inTransaction, type TransactionSql } from '../db/transaction.js';
 
 type Print = (line: string) => void;
@@ -21,16 +15,12 @@ type Print = (line: string) => void;
 /** Rows per FETCH: about 1.2 MB of a usual knowledge base's rows. */
 const BATCH_ROWS = 100;
 
-/** What warming a knowledge base did. */
 export interface WarmSummary {
   documents: number;
   /** Documents whose contentHtml may hold media and whose stored plan was already current. */
   current: number;
-  /** Plans computed by parsing. */
   computed: number;
-  /** Plans written (new or replacing one that no longer matched). */
   written: number;
-  /** Plans whose write failed. */
   failed: number;
 }
 
@@ -44,10 +34,7 @@ async function bookIdOf(sql: Sql, slug: string, owner: string | undefined): Prom
   return books[0]!.id;
 }
 
-/**
- * Warms the plans of every active document of knowledge base `opts.book` (categories included,
- * whatever an export asks for) and returns what it did. Throws for an unknown or ambiguous slug.
- */
+/** Warms the plans of every active document of `opts.book`. Throws for an unknown or ambiguous slug. */
 export async function warmPlans(config: Config, sql: Sql, opts: { book: string; owner?: string }): Promise<WarmSummary> {
   const bookId = await bookIdOf(sql, opts.book, opts.owner);
   const [{ total }] = (await sql`SELECT count(*)::int AS total FROM documents WHERE book_id = ${bookId} AND status = 1`) as unknown as [
@@ -57,16 +44,22 @@ export async function warmPlans(config: Config, sql: Sql, opts: { book: string; 
     log: { warn: (obj, msg) => process.stderr.write(`${msg}: ${(obj as { err?: Error }).err?.message ?? ''}\n`) },
   });
   const plans: PlanUse = { writer, counts: { reused: 0, computed: 0 } };
-  const pool = config.rewriteWorkers > 0 ? new RewritePool(config.rewriteWorkers, { jobTimeoutMs: config.rewriteTimeoutMs }) : undefined;
-  const stage = { prefix: config.mediaProxyPrefix, pool, offloadBytes: config.rewriteOffloadBytes, plans };
+  const pool = config.rewriteWorkers > 0 ? new RewritePool(config.rewriteWorkers, { jobTimeoutMs: config.rewriteTimeoutMs }) : null;
   const progress = progressReporter('warming', total);
   let documents = 0;
   try {
     const readAll = async (tx: TransactionSql) => {
+      const stage = {
+        prefix: config.mediaProxyPrefix,
+        pool,
+        offloadBytes: config.rewriteOffloadBytes,
+        plans: { ...plans, read: (ids: string[]) => readStoredPlans((text, params) => tx.unsafe(text, params).raw() as never, ids) },
+        pause: async () => {},
+      };
       await tx.unsafe(`DECLARE kbx_warm NO SCROLL CURSOR FOR ${documentQuery({ excludeCategories: false, includeContentHtml: true })}`, [bookId]);
       for (;;) {
         const rows = (await tx.unsafe(`FETCH FORWARD ${BATCH_ROWS} FROM kbx_warm`).raw()) as unknown as DocumentRow[];
-        await rewriteBatchHtml(rows, stage);
+        await rewriteRows(rows, stage);
         // One batch's plans at a time: the writer's queue never fills, so nothing is dropped.
         await writer.drain();
         documents += rows.length;
@@ -84,7 +77,6 @@ export async function warmPlans(config: Config, sql: Sql, opts: { book: string; 
   return { documents, current: plans.counts.reused, computed: plans.counts.computed, written, failed };
 }
 
-/** `warm --book SLUG [--owner USER_ID]`: warmPlans, then a line saying what it did. */
 export async function warmCommand(config: Config, opts: { book: string; owner?: string }, print: Print): Promise<void> {
   const started = Date.now();
   const s = await withDatabase(config, (sql) => warmPlans(config, sql, opts));

@@ -1,36 +1,30 @@
-/**
- * Connections to PostgreSQL through porsager's `postgres` client.
- */
+/** Connections to PostgreSQL through postgres.js. */
 import postgres from 'postgres';
 
 export type Sql = postgres.Sql;
 
 interface ConnectOptions {
-  /** Most connections this pool opens. */
   max: number;
   applicationName: string;
   /** Seconds a new connection may take (decisions.md D8.5); postgres.js's 30 by default. */
   connectTimeoutS?: number;
   /** The sessions' statement_timeout, ms (decisions.md D8.7); the server's default when unset. */
   statementTimeoutMs?: number;
-  /**
-   * Whether each new connection first reads PostgreSQL's array types (postgres.js `fetch_types`),
-   * which only pools that send or parse arrays (the seed loader's) need. postgres.js 3.4 starts
-   * that query from a message handler and drops its promise: a connection cut while it runs is an
-   * unhandled rejection, which ends the server (close-with-grace). The server's long-lived pools
-   * turn it off. Default true.
-   */
+  /** postgres.js `fetch_types` (default true): only array users need it, and in 3.4 a cut during it ends the server. */
   fetchTypes?: boolean;
-  /**
-   * The sessions' synchronous_commit; PostgreSQL's default (on) when unset. `off` for writes that
-   * may be lost in a crash without harm (rewrite plans): a commit need not wait for the WAL flush.
-   */
+  /** The sessions' synchronous_commit: `off` for writes a crash may lose harmlessly (rewrite plans). */
   synchronousCommit?: 'on' | 'off';
 }
 
-/** A pool for `url`. Notices are not printed: they are not errors and would clutter logs. */
+// postgres.js's read-write takes a PostgreSQL 14+ hot standby for writable; `primary`, like libpq, does not (D11.6).
+function sessionAttrs(url: string): { target_session_attrs: 'primary' } | object {
+  const query = url.split('?')[1] ?? '';
+  return new URLSearchParams(query.split('#')[0]).get('target_session_attrs') === 'read-write' ? { target_session_attrs: 'primary' } : {};
+}
+
 export function connect(url: string, opts: ConnectOptions): Sql {
   return postgres(url, {
+    ...sessionAttrs(url),
     max: opts.max,
     onnotice: () => {},
     // UTC sessions: seed timestamps without a zone mean UTC, whatever the server's own setting.

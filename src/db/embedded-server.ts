@@ -1,9 +1,4 @@
-/**
- * The embedded server's processes: initdb for a new data folder, then postgres itself, run as
- * `user` (the postgres user when we are root, else ourselves) with an empty environment but
- * C messages, since readiness is read from the server's log. Only TCP on 127.0.0.1: a Unix
- * socket's default folder may not exist or may belong to a system server.
- */
+/** initdb and postgres, with C messages: readiness is read from the log. TCP only (docs/architecture.md). */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import type { Owner } from './owned-paths.js';
@@ -32,10 +27,7 @@ function run(bin: string, args: string[], user: Owner | null, log: LogTail): Chi
   return child;
 }
 
-/**
- * Runs initdb on `dataDir` (missing or empty) with superuser `postgres` whose password is the
- * first line of `pwfile`, and password (SCRAM) authentication. Throws when initdb fails.
- */
+/** `dataDir` missing or empty; the password is `pwfile`'s first line. Throws when initdb fails. */
 export async function initdb(nativeDir: string, dataDir: string, pwfile: string, user: Owner | null, log: LogTail): Promise<void> {
   const args = [
     `--pgdata=${dataDir}`,
@@ -60,11 +52,7 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
-/**
- * Starts postgres on `dataDir`, listening on 127.0.0.1:`port` only, and resolves once it accepts
- * connections. Throws when it exits first. Should this process exit without stop(), the server
- * is sent SIGINT rather than left running.
- */
+/** Resolves once it accepts connections; throws if it exits first. SIGINT'd if we exit without stop(). */
 export async function startPostgres(
   nativeDir: string,
   dataDir: string,
@@ -83,7 +71,8 @@ export async function startPostgres(
     child.stderr!.on('data', (c) => {
       // The line may arrive split across chunks.
       recent = (recent + String(c)).slice(-4096);
-      if (recent.includes('database system is ready to accept connections')) resolve();
+      // A hot standby says "ready to accept read-only connections".
+      if (/database system is ready to accept (read-only )?connections/.test(recent)) resolve();
     });
   });
   const killOnExit = () => {

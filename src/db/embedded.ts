@@ -1,17 +1,4 @@
-/**
- * An embedded PostgreSQL for machines with nothing but Node.js: used when DATABASE_URL is unset.
- * Its data lives in a directory (KB_DATA_DIR); it listens on a free loopback port, never assuming
- * 5432 is free, and runs as root (through a `postgres` system user) or as a normal user.
- *
- * Safe on a shared host, where every local user can reach 127.0.0.1 and write to /tmp:
- * - the binaries come from the installed package or, as root, from a root-only copy
- *   (embedded-binaries.ts); no JavaScript is loaded from anywhere but our own node_modules;
- * - the superuser's password is random per data folder, kept in a 0600 file inside it, and
- *   folders made with the old fixed password are switched to a random one on their next start
- *   (embedded-password.ts);
- * - the data folder, including the /var/tmp fallback used as root, must be a real folder owned
- *   by the user the server runs as with mode 0700: anything else is refused (owned-paths.ts).
- */
+/** The PostgreSQL of machines with nothing but Node.js, when DATABASE_URL is unset (docs/architecture.md). */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -20,21 +7,17 @@ import path from 'node:path';
 import { canExecute, installedNativeBuild, runnableNativeDir } from './embedded-binaries.js';
 import { newPassword, readPassword, settlePassword, withPasswordFile, writePassword } from './embedded-password.js';
 import { initdb, LogTail, startPostgres, type RunningServer } from './embedded-server.js';
-import { ensurePrivateDir, type Owner } from './owned-paths.js';
+import { ensurePrivateDir, ensureSafeParents, type Owner } from './owned-paths.js';
 
 export interface EmbeddedDatabase {
-  /** postgres://… URL of the running server's `postgres` database. */
   url: string;
-  /** The data folder in use: the one asked for, or its /var/tmp fallback (see fallbackDataDir). */
+  /** The one asked for, or its /var/tmp fallback. */
   dataDir: string;
   stop(): Promise<void>;
 }
 
-/**
- * The user the server runs as when we are root (PostgreSQL refuses to run as root): the `postgres`
- * system user, created if missing. Null when we are not root: the server runs as us.
- */
-function postgresUser(): Owner | null {
+/** As root (which PostgreSQL refuses), the `postgres` system user, created if missing; else null. */
+export function postgresUser(): Owner | null {
   if (process.getuid?.() !== 0) return null;
   const existing = lookupUser('postgres');
   if (existing) return existing;
@@ -55,16 +38,12 @@ function lookupUser(name: string): Owner | null {
   return { uid: Number(uid.stdout.trim()), gid: Number(gid.stdout.trim()) };
 }
 
-/** Where `dataDir` goes when the postgres user cannot reach it: a name predictable across starts. */
+/** For a `dataDir` the postgres user cannot reach: a name predictable across starts. */
 function fallbackDataDir(dataDir: string): string {
   const hash = createHash('sha256').update(path.resolve(dataDir)).digest('hex').slice(0, 12);
   return path.join('/var/tmp', `kb-export-data-${hash}`);
 }
 
-/**
- * The data folder to use: `dataDir`, unless running as root and the postgres user cannot reach it;
- * then fallbackDataDir, and a line on stderr says so. Either is checked before use.
- */
 function reachableDataDir(user: Owner | null, dataDir: string): string {
   if (!user || canExecute(user, path.dirname(dataDir))) return dataDir;
   const fallback = fallbackDataDir(dataDir);
@@ -81,19 +60,14 @@ async function exists(p: string): Promise<boolean> {
   );
 }
 
-/**
- * Starts (initialising on first use) a PostgreSQL server whose data lives in `requestedDataDir`.
- * Throws UnsafePathError when the data folder (or a file or cache folder it relies on) is not
- * safely ours; with code MODULE_NOT_FOUND when no embedded PostgreSQL is installed; otherwise
- * with the server's last log lines when it cannot start.
- */
+/** Throws UnsafePathError, an error coded MODULE_NOT_FOUND (none installed), or one with the server's log. */
 export async function startEmbeddedPostgres(requestedDataDir: string): Promise<EmbeddedDatabase> {
   const build = installedNativeBuild();
   const serverUser = postgresUser();
   const owner: Owner = serverUser ?? { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
   const nativeDir = await runnableNativeDir(build, serverUser);
   const dataDir = reachableDataDir(serverUser, path.resolve(requestedDataDir));
-  await fs.mkdir(path.dirname(dataDir), { recursive: true });
+  await ensureSafeParents(dataDir);
   await ensurePrivateDir(dataDir, owner);
 
   const log = new LogTail();

@@ -1,10 +1,7 @@
-/**
- * A TCP port for a server this process starts: the embedded PostgreSQL's (db/embedded.ts), and the
- * benchmarks' and tests' servers.
- */
+/** Free TCP ports for servers this process starts (embedded PostgreSQL, benchmarks, tests). */
 import net from 'node:net';
 
-/** A TCP port free on 127.0.0.1 right now (another process may still take it before it is used). */
+/** A port free on 127.0.0.1 now; another process may still take it first. */
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();

@@ -1,8 +1,4 @@
-/**
- * Numbered, forward-only migrations from `sql/NNNN_name.sql`: each applied once and recorded in
- * `schema_migrations`. Pending migrations run in one transaction, so a failure applies none of them;
- * concurrent runs (several instances starting) are serialised by an advisory lock.
- */
+/** Forward-only migrations (`sql/NNNN_name.sql`): pending ones in one transaction, serialised by an advisory lock. */
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,8 +25,7 @@ export async function migrate(sql: Sql, dir: string = migrationsDir()): Promise<
   const files = await migrationFiles(dir);
   const applied: string[] = [];
   await inTransaction(sql, async (tx) => {
-    // The server's lookup pool runs with a short statement_timeout (DB_TIMEOUT_MS); a migration
-    // may rightly take longer.
+    // The lookup pool's short statement_timeout (DB_TIMEOUT_MS) must not cut a migration.
     await tx`SET LOCAL statement_timeout = 0`;
     await tx`SELECT pg_advisory_xact_lock(${LOCK_ID})`;
     await tx`CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -49,7 +44,6 @@ export async function migrate(sql: Sql, dir: string = migrationsDir()): Promise<
   return applied;
 }
 
-/** The migrations in `dir` not yet recorded in `schema_migrations` (all of them on an empty database). */
 async function pendingMigrations(sql: Sql, dir: string = migrationsDir()): Promise<string[]> {
   const files = await migrationFiles(dir);
   const [table] = await sql<{ t: string | null }[]>`SELECT to_regclass('schema_migrations')::text AS t`;
@@ -69,7 +63,7 @@ class SchemaBehindError extends Error {
   }
 }
 
-/** Throws SchemaBehindError unless every migration in `dir` has been applied; changes nothing. */
+/** Throws SchemaBehindError when a migration is pending; changes nothing. */
 export async function assertSchemaCurrent(sql: Sql, dir: string = migrationsDir()): Promise<void> {
   const pending = await pendingMigrations(sql, dir);
   if (pending.length) throw new SchemaBehindError(pending);

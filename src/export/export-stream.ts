@@ -1,222 +1,223 @@
 /**
- * The export pipeline, stage by stage:
- *   snapshot.ts        one READ ONLY, REPEATABLE READ transaction with its own timeouts (D6.1, D8.5, D8.7)
- *   document-cursor.ts batches bounded in bytes before they are fetched, the next one read ahead (D8.4)
- *   html-stage.ts      contentHtml's media URLs rewritten, on a worker or inline (D3)
- *   export-body.ts     the JSON body encoded in chunks, meta.count last (D2.5)
- *   response-writer.ts backpressure, slow and vanished clients (D6.4, D8.3)
- *
- * Failure rules (decisions.md D6.2–D6.4, D8.5): headers go out only after the first batch was read
- * and rewritten, so an earlier failure is a proper envelope (503 when the database is unreachable);
- * the closing `],"meta":…}` is written only after the transaction committed, and any failure after
- * the first byte destroys the response without its terminating chunk, so a truncated body can
- * never look complete.
+ * The export pipeline, the one module that knows every stage. Headers wait for the first batch, so an
+ * earlier failure gets an envelope (D6.2); the body ends only after the commit, else unterminated (D6.3).
  */
 import type { ServerResponse } from 'node:http';
 import type { Sql } from '../db/connect.js';
 import { asDatabaseOutage } from '../db/dependency.js';
-import { ApiError } from '../errors.js';
-import { DocumentCursor } from './snapshot/document-cursor.js';
-import { ExportBody } from './encode/export-body.js';
-import { OFFLOAD_BYTES, rewriteBatchHtml, type BatchHtml, type PlanUse } from './rewrite/html-stage.js';
-import { findBook, type BookRow, type DocumentQueryOptions, type DocumentRow } from './snapshot/query.js';
-import { ClientGoneError, ResponseWriter, type GoneReason } from './respond/response-writer.js';
-import type { RewritePool } from './rewrite/rewrite-pool.js';
-import { inSnapshot, type SnapshotTimeouts } from './snapshot/snapshot.js';
+import { ApiError, ClientGoneError, type GoneReason } from '../errors.js';
+import { EventLoopSlices } from '../event-loop.js';
 import { exportHeaders, type BodyFormat } from './encode/body-format.js';
+import type { BatchRewrites } from './encode/document-encoder.js';
+import { ExportBody } from './encode/export-body.js';
+import type { ChangeTokens } from './change-token.js';
+import type { DocumentRow } from './encode/rows.js';
 import { bodySink, type ContentEncoding } from './respond/compression.js';
+import { ResponseWriter } from './respond/response-writer.js';
+import { readStoredPlans } from './rewrite/plans/plan-store.js';
+import { rewriteRows, type PlanUse } from './rewrite/rewrite-stage.js';
+import type { RewritePool } from './rewrite/workers/rewrite-pool.js';
+import { DocumentCursor } from './snapshot/document-cursor.js';
+import { readChangeState, removedQuery } from './snapshot/changes-query.js';
+import { findBook, type DocumentQueryOptions } from './snapshot/query.js';
+import { inSnapshot, type Snapshot, type SnapshotTimeouts } from './snapshot/snapshot.js';
 
-interface ExportRequest extends DocumentQueryOptions {
+export interface ExportRequest extends DocumentQueryOptions {
   userId: string;
   bookSlug: string;
-  /** JSON or NDJSON (decisions.md D9.4); JSON when unset. */
-  format?: BodyFormat;
-  /** The Content-Encoding (decisions.md D9.3); identity when unset. */
-  encoding?: ContentEncoding;
+  format: BodyFormat;
+  encoding: ContentEncoding;
+  /** Only what changed since this change token's export, and what left it (decisions.md D12.2); null: all. */
+  changedSince: string | null;
 }
 
-interface ExportSettings {
+export interface ExportSettings {
   mediaProxyPrefix: string;
-  /** Most rows per FETCH. */
-  batchSize: number;
-  /** Bytes of row data one batch may hold (decisions.md D8.4); by default BATCH_BYTES or POOL_BATCH_BYTES. */
-  batchBytes?: number;
-  /** A client that accepts nothing for this long is dropped (decisions.md D6.4), ms. */
+  batchRows: number;
+  batchBytes: number;
   stallTimeoutMs: number;
-  /** Bytes per second a client must accept (decisions.md D8.3); 0: no floor. */
-  minDrainBytesPerS?: number;
-  /** Longest the export's snapshot may stay open (decisions.md D8.3), ms; 0: no limit. */
-  maxDurationMs?: number;
-  /** Bound on each wait for the database before the first byte, ms (DB_TIMEOUT_MS, decisions.md D8.5). */
-  dbTimeoutMs?: number;
-  /** Bytes per written chunk. */
-  chunkSize?: number;
-  /** Keep a copy of the body when it is at most this many bytes (for the export cache). */
-  captureUpTo?: number;
-  /** Worker threads for contentHtml; without them it is rewritten on the event loop. */
-  rewritePool?: RewritePool;
-  /** Bytes of flagged contentHtml a batch must hold before it goes to the rewrite pool. */
-  offloadBytes?: number;
-  /** Stored rewrite plans used and written (REWRITE_PLANS); without, every flagged contentHtml is tokenized. */
-  plans?: PlanUse;
-  /**
-   * Called just before the status line is written, with the book's export version in the snapshot
-   * (the caller takes over the response and may set headers, e.g. the ETag of decisions.md D9.1).
-   */
-  onHeaders?: (version: string) => void;
+  minDrainBytesPerS: number;
+  maxDurationMs: number;
+  dbTimeoutMs: number;
+  /** Keep the body when it is at most this many bytes (the export cache); 0: never. */
+  captureUpTo: number;
+  /** Rewrite workers; null: contentHtml is planned on the event loop, in slices. */
+  rewritePool: RewritePool | null;
+  offloadBytes: number;
+  rewriteTimeoutMs: number;
+  plans: PlanUse | null;
+  changeTokens: ChangeTokens;
 }
 
-interface ExportResult {
+export interface ExportResult {
   outcome: 'complete' | 'client-gone';
-  /** Why the client is gone, when it is. */
   reason?: GoneReason;
   count: number;
   bytes: number;
-  /** The book's export version in the snapshot; '' when the export did not get that far. */
+  /** The snapshot's export version and change token (decisions.md D12.1); '' if it got no snapshot. */
   version: string;
-  /** The whole body, when complete and within `captureUpTo`. */
+  token: string;
   body?: Buffer;
 }
 
 /** Rows of the first FETCH: few, so the status line goes out fast whatever the knowledge base's size. */
 const FIRST_BATCH_ROWS = 16;
-/** Default bytes of row data per batch. */
-const BATCH_BYTES = 2 * 1024 * 1024;
-/**
- * The default of an export with HTML when rewrite workers run: three batches are then in flight
- * (encoded, rewritten, fetched) instead of two, and the worker's heap grows with its batch. 256 KB
- * instead of 2 MB keeps the peak RSS ~20 MB lower for ~10 % of the speed (bench/optimisations.md).
- */
-const POOL_BATCH_BYTES = 256 * 1024;
+const IDLE_MARGIN_MS = 5000;
+/** The slowest the rewriter plans on the event loop, bytes per second: far below its measured speed. */
+const SLOWEST_PLANNING_BYTES_PER_S = 1024 * 1024;
 
-/**
- * The snapshot's timeouts from the configuration (decisions.md D8.5, D8.7): `dbTimeoutMs` bounds
- * each wait before the first byte and any lock wait; a FETCH may take 60 s; the idle-in-transaction
- * timeout outlasts the stall rules (a batch of `batchBytes` written at the drain floor, plus the
- * stall timeout), and is the snapshot-age limit itself when there is no floor.
- */
-function exportTimeouts(o: {
-  dbTimeoutMs: number;
-  stallTimeoutMs: number;
-  minDrainBytesPerS: number;
-  maxDurationMs: number;
-  batchBytes: number;
-}): SnapshotTimeouts {
-  const idle =
-    o.minDrainBytesPerS > 0
-      ? o.stallTimeoutMs + Math.ceil((2 * o.batchBytes * 1000) / o.minDrainBytesPerS) + 60_000
-      : o.maxDurationMs;
-  return { startMs: o.dbTimeoutMs, fetchMs: Math.max(60_000, o.dbTimeoutMs), lockMs: o.dbTimeoutMs, idleInTransactionMs: idle };
+/** decisions.md D8.5, D8.7; without a drain floor the idle timeout is the snapshot-age limit. */
+function exportTimeouts(s: ExportSettings): SnapshotTimeouts {
+  return {
+    startMs: s.dbTimeoutMs,
+    fetchMs: Math.max(60_000, s.dbTimeoutMs),
+    lockMs: s.dbTimeoutMs,
+    idleInTransactionMs: s.minDrainBytesPerS > 0 ? idleNeededMs(s, 2 * s.batchBytes) : s.maxDurationMs,
+  };
 }
 
-/** Bytes of a fetched row. */
+/** How long the snapshot may idle while `bytes` are rewritten and written at the drain floor, ms (D8.7). */
+function idleNeededMs(s: ExportSettings, bytes: number): number {
+  const rewriting = s.rewriteTimeoutMs + Math.ceil((bytes * 1000) / SLOWEST_PLANNING_BYTES_PER_S);
+  return s.stallTimeoutMs + Math.ceil((bytes * 1000) / s.minDrainBytesPerS) + rewriting + IDLE_MARGIN_MS;
+}
+
 function rowBytes(row: DocumentRow): number {
   let n = 0;
   for (const col of row) n += col?.length ?? 0;
   return n;
 }
 
-/** Default database timeout of the export pipeline when the caller passes none, ms. */
-const DB_TIMEOUT_MS = 5000;
+const REMOVED_BATCH = 1000;
 
 /**
- * Streams the export of `req` to `res`.
- * Throws ApiError('BOOK_NOT_FOUND'), a DependencyError (database unreachable, decisions.md D8.5)
- * or any other error while nothing was sent (the caller answers with an envelope); after the first
- * byte, errors destroy `res` and are rethrown for logging.
+ * `onHeaders` gets the snapshot's version and change token just before the status line (D9.1, D12.1).
+ * Throws ApiError or DependencyError (D8.5) before the first byte; after it, destroys `res` and rethrows.
+ * `stop` (the fleet-wide lease's loss, D11.1) fails the export with its reason.
  */
-export async function streamExport(sql: Sql, req: ExportRequest, res: ServerResponse, settings: ExportSettings): Promise<ExportResult> {
-  const minDrainBytesPerS = settings.minDrainBytesPerS ?? 0;
-  const maxDurationMs = settings.maxDurationMs ?? 0;
-  const writer = new ResponseWriter(res, { stallTimeoutMs: settings.stallTimeoutMs, minDrainBytesPerS, maxDurationMs });
-  const encoding = req.encoding ?? 'identity';
-  const sink = bodySink(writer, encoding);
+export async function streamExport(
+  sql: Sql,
+  req: ExportRequest,
+  res: ServerResponse,
+  settings: ExportSettings,
+  onHeaders: (version: string, token: string) => void,
+  stop: AbortSignal | null = null,
+): Promise<ExportResult> {
+  const { stallTimeoutMs, minDrainBytesPerS, maxDurationMs } = settings;
+  const writer = new ResponseWriter(res, { stallTimeoutMs, minDrainBytesPerS, maxDurationMs });
+  const slices = new EventLoopSlices();
+  const pause = () => slices.pause();
+  const sink = bodySink(writer, req.encoding);
   const body = new ExportBody(sink, {
-    mediaProxyPrefix: settings.mediaProxyPrefix,
-    flushEachBatch: encoding !== 'identity',
-    format: req.format ?? 'json',
-    ...(settings.chunkSize !== undefined ? { chunkSize: settings.chunkSize } : {}),
-    ...(settings.captureUpTo !== undefined ? { captureUpTo: settings.captureUpTo } : {}),
+    flushEachBatch: req.encoding !== 'identity',
+    format: req.format,
+    pause,
+    ...(settings.captureUpTo > 0 ? { captureUpTo: settings.captureUpTo } : {}),
   });
-  const pool = settings.rewritePool;
-  const batchBytes = settings.batchBytes ?? (pool && req.includeContentHtml ? POOL_BATCH_BYTES : BATCH_BYTES);
-  const timeouts = exportTimeouts({
-    dbTimeoutMs: settings.dbTimeoutMs ?? DB_TIMEOUT_MS,
-    stallTimeoutMs: settings.stallTimeoutMs,
-    minDrainBytesPerS,
-    maxDurationMs,
-    batchBytes,
-  });
-  const stage = { prefix: settings.mediaProxyPrefix, pool, offloadBytes: settings.offloadBytes ?? OFFLOAD_BYTES, plans: settings.plans };
-  const rewrite = (rows: DocumentRow[]): BatchHtml => rewriteBatchHtml(rows, stage);
+  const timeouts = exportTimeouts(settings);
+  let idleMs = timeouts.idleInTransactionMs;
   let version = '';
+  let token = '';
   let started = false;
+  const giveUp = {
+    signal: stop ? AbortSignal.any([writer.signal, stop]) : writer.signal,
+    reason: () => (stop?.aborted ? stop.reason : new ClientGoneError(writer.reason ?? 'gone')),
+  };
 
   try {
     writer.check();
     await inSnapshot(sql, timeouts, async (snap) => {
-      const book = await findBook(
-        (text, params) => snap.query<BookRow[]>(text, params, { timeoutMs: timeouts.startMs }),
-        req.userId,
-        req.bookSlug,
-      );
+      const book = await findBook((text, params) => snap.query(text, params, { timeoutMs: timeouts.startMs }), req.userId, req.bookSlug);
       if (!book) throw new ApiError('BOOK_NOT_FOUND');
       version = book.export_version;
-      const cursor = await DocumentCursor.open(snap, req, book.id, {
-        budgetBytes: batchBytes,
-        maxRows: Math.max(1, Math.trunc(settings.batchSize)),
-        firstRows: Math.min(Math.max(1, Math.trunc(settings.batchSize)), FIRST_BATCH_ROWS),
+      const state = await readChangeState((text, params) => snap.query(text, params, { timeoutMs: timeouts.startMs }), book.id);
+      const options = { excludeCategories: req.excludeCategories, includeContentHtml: req.includeContentHtml };
+      const since = req.changedSince === null ? null : settings.changeTokens.accept(req.changedSince, state, options);
+      token = settings.changeTokens.issue(state, options);
+      const rows = Math.max(1, Math.trunc(settings.batchRows));
+      const cursor = await DocumentCursor.open(snap, req, book.id, since, {
+        budgetBytes: settings.batchBytes,
+        maxRows: rows,
+        firstRows: Math.min(rows, FIRST_BATCH_ROWS),
         startMs: timeouts.startMs,
         fetchMs: timeouts.fetchMs,
       });
+      const stage = {
+        prefix: settings.mediaProxyPrefix,
+        pool: settings.rewritePool,
+        offloadBytes: settings.offloadBytes,
+        plans: settings.plans && {
+          ...settings.plans,
+          read: (ids: string[]) => readStoredPlans((text, params) => snap.query(text, params, { raw: true, timeoutMs: timeouts.fetchMs }), ids),
+        },
+        pause,
+      };
+      const rewrite = (batch: DocumentRow[]): Promise<BatchRewrites> => {
+        const out = rewriteRows(batch, stage);
+        out.catch(() => {}); // awaited below, or the snapshot has failed already
+        return out;
+      };
+      // No database timeout may cut a client at the drain floor (D8.7); queued behind any FETCH in flight.
+      const allowIdle = (bytes: number) => {
+        const needed = minDrainBytesPerS > 0 ? idleNeededMs(settings, bytes) : 0;
+        if (needed <= idleMs) return;
+        idleMs = needed;
+        void setIdleTimeout(snap, idleMs, timeouts.fetchMs).catch(() => {});
+      };
+      const write = async (batch: DocumentRow[], rewrites: BatchRewrites, ahead: number) => {
+        allowIdle(rewrites.bytes + ahead);
+        await body.writeBatch(batch, rewrites);
+      };
 
-      // decisions.md D6.2: the status line goes out only once the first batch was read and
-      // rewritten, so a failure up to here is still answered with an envelope.
       const first = (await cursor.next()) ?? [];
-      const firstHtml = await rewrite(first);
+      const firstRewrites = await rewrite(first);
       writer.check();
-      settings.onHeaders?.(version);
-      res.writeHead(200, exportHeaders(req.format ?? 'json', encoding));
-      // The status line goes out now, not with the first compressed bytes a compressor may still
-      // hold: a failure from here on is an aborted 200, the same with or without compression (D6.3).
+      onHeaders(version, token);
+      res.writeHead(200, exportHeaders(req.format, req.encoding));
+      // Not with the compressor's first bytes: a later failure is an aborted 200 either way (D6.3).
       res.flushHeaders();
       started = true;
       body.open(book);
-      await body.writeBatch(first, firstHtml);
+      await write(first, firstRewrites, 0);
       // The first batch goes out at once: time to first byte does not wait for a full chunk.
       await body.flush();
 
-      // A batch whose contentHtml is with a rewrite worker waits here while the previous one is
-      // encoded and written: the event loop and a worker each have a batch to work on.
-      let pending: { rows: DocumentRow[]; html: BatchHtml } | null = null;
-      for (let rows = await cursor.next(); rows !== null; rows = await cursor.next()) {
+      // While one batch is written, the next is rewritten and the one after it fetched; not around a large document.
+      let pending: { rows: DocumentRow[]; rewrites: Promise<BatchRewrites> } | null = null;
+      for (let batch = await cursor.next(); batch !== null; batch = await cursor.next()) {
         writer.check();
-        if (pending !== null && rows.length === 1 && rowBytes(rows[0]!) > batchBytes) {
-          // A document larger than a batch is rewritten only once the one before it is written,
-          // so at most one such document is in memory (decisions.md D8.4).
-          await body.writeBatch(pending.rows, await pending.html);
+        const ahead = batch.reduce((n, row) => n + rowBytes(row), 0);
+        allowIdle(ahead + 2 * settings.batchBytes);
+        if (batch.length === 1 && ahead > settings.batchBytes) {
+          // A document larger than a batch is the only one in memory: the batch before it is written
+          // first, and the next one fetched once it is written too (decisions.md D8.4).
+          if (pending !== null) await write(pending.rows, await pending.rewrites, 0);
           pending = null;
+          await write(batch, await rewrite(batch), 0);
+          continue;
         }
-        const batch = { rows, html: rewrite(rows) };
-        if (pending !== null) await body.writeBatch(pending.rows, await pending.html);
-        pending = batch;
+        const next = { rows: batch, rewrites: rewrite(batch) };
+        if (pending !== null) await write(pending.rows, await pending.rewrites, ahead);
+        pending = next;
       }
-      if (pending !== null) await body.writeBatch(pending.rows, await pending.html);
+      if (pending !== null) await write(pending.rows, await pending.rewrites, 0);
       await cursor.close();
-    }, { signal: writer.signal, reason: () => new ClientGoneError(writer.reason ?? 'gone') });
-    // Committed cleanly: only now may the body be completed (decisions.md D6.3).
-    await body.finish();
+      if (since !== null) await writeRemoved(snap, body, [book.id, since], req, timeouts.fetchMs);
+    }, giveUp);
+    // The last bytes may wait in the socket's buffers long after the snapshot ended: `stop` still fails the export.
+    const finishing = body.finish();
+    finishing.catch(() => {});
+    await Promise.race([finishing, stopped(stop)]);
     res.end();
     const captured = body.captured;
-    return { outcome: 'complete', count: body.count, bytes: writer.bytes, version, ...(captured ? { body: captured } : {}) };
+    return { outcome: 'complete', count: body.count, bytes: writer.bytes, version, token, ...(captured ? { body: captured } : {}) };
   } catch (err) {
     sink.destroy();
     if (err instanceof ClientGoneError) {
       res.destroy();
-      return { outcome: 'client-gone', reason: err.reason, count: body.count, bytes: writer.bytes, version };
+      return { outcome: 'client-gone', reason: err.reason, count: body.count, bytes: writer.bytes, version, token };
     }
     if (started || res.headersSent) {
-      // No terminating chunk: the client sees an aborted body, never a complete-looking one.
       res.destroy();
       throw err;
     }
@@ -224,4 +225,29 @@ export async function streamExport(sql: Sql, req: ExportRequest, res: ServerResp
   } finally {
     writer.close();
   }
+}
+
+/** Rejects with `stop`'s reason once it aborts; never settles without `stop`. */
+export function stopped(stop: AbortSignal | null): Promise<never> {
+  const settled = new Promise<never>((_, reject) => {
+    if (stop?.aborted) reject(stop.reason);
+    else stop?.addEventListener('abort', () => reject(stop.reason), { once: true });
+  });
+  settled.catch(() => {});
+  return settled;
+}
+
+/** A delta's removed ids (decisions.md D12.2), a batch at a time. */
+async function writeRemoved(snap: Snapshot, body: ExportBody, params: [string, string], opts: DocumentQueryOptions, timeoutMs: number): Promise<void> {
+  await snap.query(`DECLARE kb_export_removed NO SCROLL CURSOR FOR ${removedQuery(opts)}`, params, { timeoutMs });
+  for (;;) {
+    const rows = await snap.query<[Buffer][]>(`FETCH FORWARD ${REMOVED_BATCH} FROM kb_export_removed`, [], { raw: true, timeoutMs });
+    await body.writeRemoved(rows.map((r) => r[0]));
+    if (rows.length < REMOVED_BATCH) break;
+  }
+  await snap.query('CLOSE kb_export_removed', [], { timeoutMs });
+}
+
+async function setIdleTimeout(snap: Snapshot, ms: number, timeoutMs: number): Promise<void> {
+  await snap.query(`SET LOCAL idle_in_transaction_session_timeout = ${Math.trunc(ms)}`, [], { timeoutMs });
 }

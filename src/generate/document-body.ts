@@ -1,15 +1,7 @@
-/**
- * HTML bodies of generated documents: paragraphs, headings, lists, tables, code blocks, quotes,
- * links, relative images (src + srcset) and attachments, up to a heavy-tailed target length; each
- * with its plain text. Bodies are concatenations of pool strings (V8 ropes) with a handful of PRNG
- * draws per block, never per word: the large size is over 2 GB of text.
- */
+/** HTML bodies of generated documents, with their plain text, built from pool strings (docs/architecture.md). */
 import { ATTACHMENTS, CODE, CODE_HTML, escapeAttr, escapeHtml, IMAGE_DIRS, sentencePools, type Sentence } from './text-pools.js';
 
-/**
- * Target HTML length (UTF-16 units) of a body, heavy-tailed: 70% 1–6 K, 23% 6–30 K, 6% 30–120 K,
- * 1% 120–500 K (log-uniform within each band); mean about 12 K.
- */
+/** Target HTML length (UTF-16 units), heavy-tailed: 70% 1–6 K, 23% 6–30 K, 6% 30–120 K, 1% 120–500 K; mean ~12 K. */
 export function targetLength(rnd: () => number): number {
   const u = rnd();
   const v = rnd();
@@ -69,7 +61,6 @@ function attachment(c: BodyContext): string {
   return `<div class="attachment"><a data-type="attachment" href="./${url}" data-size="${Math.floor(rnd() * 5e6)}">${label}</a></div>`;
 }
 
-/** A table of `rows` rows under a header; its text has tab-separated cells. */
 export function table(c: BodyContext, rows: number): { html: string; text: string } {
   const rnd = c.rnd;
   const cells = sentencePools().cells[c.lang]!;

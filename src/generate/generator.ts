@@ -1,16 +1,4 @@
-/**
- * A deterministic generator (seeded PRNG) of realistic knowledge bases: a tree of categories and
- * documents (nested categories, a few documents under documents) with fractional-indexing order
- * keys, HTML bodies of varied length with a heavy tail (most a few KB, some tens or hundreds of KB)
- * made of paragraphs, headings, lists, tables, code blocks, quotes and links; about half the
- * documents carry relative images (src + srcset) and attachments; unicode text in several
- * languages; tags; covers; about 5% inactive documents. Used by the demo (`npm start`), the tests
- * and the benchmarks (named sizes: SIZES).
- *
- * Speed matters (the large size is over 2 GB of text): sentences, titles and code snippets are
- * built once into fixed pools, already HTML-escaped, and bodies are concatenations of pool strings
- * (V8 ropes) with a handful of PRNG draws per block, never per word.
- */
+/** A deterministic generator of realistic knowledge bases, for the demo, tests and benchmarks (docs/architecture.md). */
 import type { SeedDocument } from '../load/seed-types.js';
 import { body, sentenceOf, table, targetLength, type BodyContext } from './document-body.js';
 import { B62, fractionalKey, prng } from './random.js';
@@ -18,13 +6,9 @@ import { EMOJIS, IMAGE_DIRS, LANG_WEIGHTS, sentencePools, TAGS } from './text-po
 
 interface GenerateOptions {
   bookId: string;
-  /** Documents to generate, categories included. */
   documents: number;
   seed?: number;
-  /**
-   * Body size scale: 6 (the default) gives the realistic distribution (HTML of a median 4 KB,
-   * mean 12 KB, a heavy tail up to 500 KB: targetLength); body sizes scale linearly with it.
-   */
+  /** Body size scale: 6 (the default) gives targetLength's realistic distribution; sizes scale linearly. */
   paragraphs?: number;
   /** Share of documents that are not active (status ≠ 1). */
   inactiveShare?: number;
@@ -34,21 +18,13 @@ const ISO_BASE = Date.UTC(2022, 0, 3, 8, 0, 0);
 
 interface Frame {
   id: string | null;
-  /** 0 for the root, 1 for a top-level category, … */
   depth: number;
   /** Share of children that are sub-categories (0 under a document). */
   categoryRate: number;
-  /** Children still to emit under this node. */
   left: number;
 }
 
-/**
- * Order keys of one book-wide list in tree (pre-)order, as a table of contents keeps them: so the
- * export's flat order (decisions.md D1) is the generation order, and siblings are in order too.
- * The shapes are those an edited list gets from fractional indexing: a few keys moved before the
- * first one (`Zx`, `Zy`, `Zz`), gaps left by deleted entries, and keys inserted between two
- * others (a fractional part, whose last digit is never 0).
- */
+/** Book-wide order keys in pre-order (the export's order, D1), shaped as fractional indexing leaves an edited list. */
 class OrderKeys {
   private n = 0;
   private next = 0;
@@ -71,7 +47,6 @@ function frame(id: string | null, depth: number, categoryRate: number, children:
   return { id, depth, categoryRate, left: children };
 }
 
-/** Share of sub-categories among the children of a category at `depth`. */
 const CATEGORY_RATE = [0.75, 0.12, 0.05, 0];
 
 function pickLang(rnd: () => number): number {
@@ -114,13 +89,7 @@ function pickCover(rnd: () => number, i: number): { url: string; position: strin
   return { url, position: u < 0.06 ? null : u < 0.09 ? 'top' : '50% 30%' };
 }
 
-/**
- * Yields `opts.documents` seed documents in a parents-first (pre-order) walk of the tree:
- * categories at the root holding documents and sub-categories (up to 3 levels), a few documents
- * under documents, about 1% `sheet` nodes (a table). Order keys increase strictly in the order
- * documents are yielded (OrderKeys), which is therefore the export's order. Ids are
- * `${bookId}-d${i}`. Deterministic for a given seed and options; one document in memory at a time.
- */
+/** `opts.documents` seed documents in pre-order, order keys increasing; deterministic, one in memory at a time. */
 export function* generateDocuments(opts: GenerateOptions): Generator<SeedDocument> {
   const rnd = prng(opts.seed ?? 42);
   const scale = (opts.paragraphs ?? 6) / 6;
@@ -207,6 +176,3 @@ export function* generateDocuments(opts: GenerateOptions): Generator<SeedDocumen
     }
   }
 }
-
-// ---------------------------------------------------------------------------------------------
-// Named sizes and what they export.

@@ -1,7 +1,4 @@
-/**
- * The generator's deterministic randomness and order keys: a seeded PRNG and the keys that keep
- * byte-wise order numeric (decisions.md D1.1).
- */
+/** The generator's deterministic randomness and order keys. */
 /** mulberry32: small, fast, and the same sequence for the same seed on every machine. */
 export function prng(seed: number): () => number {
   let a = seed >>> 0;
@@ -16,11 +13,7 @@ export function prng(seed: number): () => number {
 
 export const B62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
-/**
- * The integer part of a fractional-indexing key (the scheme of rocicorp/fractional-indexing) for
- * the n-th key appended at the end of a list: `a0`…`az`, then `b00`…`bzz`, then `c000`…; the head
- * letter gives the number of digits, so byte-wise order is numeric order.
- */
+/** The n-th fractional-indexing key appended to a list (`a0`…`az`, `b00`…): the head letter counts digits (D1.1). */
 export function fractionalKey(n: number): string {
   if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`fractionalKey: ${n} is not a non-negative integer`);
   let digits = 1;

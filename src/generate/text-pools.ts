@@ -1,8 +1,4 @@
-/**
- * The generator's fixed pools of text: languages, sentences, titles, table cells, code blocks,
- * tags, emojis, media paths. A document's seed only picks from them; the costly sentence pools are
- * built on first use (sentencePools), so importing the generator costs nothing.
- */
+/** The generator's fixed pools of text; a document's seed only picks from them. */
 import { prng } from './random.js';
 
 export function escapeHtml(s: string): string {
@@ -83,15 +79,11 @@ const LANGS: Lang[] = [
   for (const w of EN_FUNCTION) en.words.push(w, w);
   en.words.push(...EN_CONTENT);
 }
-/** Share of documents per entry of LANGS. */
 export const LANG_WEIGHTS = [0.8, 0.05, 0.04, 0.05, 0.03, 0.03];
 
 export interface Sentence {
-  /** Plain text. */
   text: string;
-  /** HTML-escaped text. */
   esc: string;
-  /** HTML with occasional inline markup. */
   rich: string;
 }
 
@@ -133,7 +125,6 @@ function makeSentence(rnd: () => number, lang: Lang, index: number, minWords: nu
   return { text, esc, rich };
 }
 
-/** Sentences, titles and table cells per entry of LANGS. */
 interface SentencePools {
   sentences: Sentence[][];
   titles: Sentence[][];
@@ -142,11 +133,7 @@ interface SentencePools {
 
 let built: SentencePools | undefined;
 
-/**
- * The sentence pools, built on first use from their own seed (0x5eed), so the same (seed, options)
- * gives the same documents in every process; building takes about 100 ms and 20 MB, which a
- * process that never generates (a plain `serve`) does not pay.
- */
+/** The sentence pools, built on first use from their own seed, so every process gives the same documents. */
 export function sentencePools(): SentencePools {
   if (built) return built;
   const rnd = prng(0x5eed);
@@ -240,5 +227,3 @@ export const ATTACHMENTS = [
   'Quarterly report.pdf', 'budget-2024.xlsx', 'diagram.drawio', 'Contrat signé.pdf', '議事録.docx', 'export (1).zip', 'notes.txt',
   'slides & handout.pptx',
 ];
-
-// ---------------------------------------------------------------------------------------------

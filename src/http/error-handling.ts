@@ -1,13 +1,7 @@
-/**
- * Every error the server answers with is the flat envelope of export-api.md section 7, Fastify's own
- * included (bad URL, unknown route, wrong method, bad query; decisions.md D4.1, D7.3, D7.4). Causes
- * of 500s are logged, never returned. Errors of Node's parser are answered in client-errors.ts.
- */
+/** Every error in the flat envelope of export-api.md 7, Fastify's own included; 500s' causes are logged, never sent. */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { DependencyError } from '../db/dependency.js';
-import { RETRY_AFTER_S } from '../export/admission.js';
-import { ApiError, envelope, type ErrorCode } from '../errors.js';
-import type { OutageLog } from './outage-log.js';
+import { ApiError, envelope, type ErrorCode, DependencyError, RETRY_AFTER_S } from '../errors.js';
+import type { OutageLog } from '../db/outage-log.js';
 import { ROUTES } from './routes.js';
 
 function send(reply: FastifyReply, code: ErrorCode, message?: string, retryAfterS?: number): FastifyReply {
@@ -24,16 +18,12 @@ function servedPath(req: FastifyRequest): { allow: string } | undefined {
   return ROUTES.find((r) => r.pattern.test(path));
 }
 
-/** True when the request's path is served, but not with its method. */
 function methodMiss(req: FastifyRequest): boolean {
   const route = servedPath(req);
   return route !== undefined && !route.allow.split(', ').includes(req.method);
 }
 
-/**
- * 405 with Allow on a served path, 404 NOT_FOUND elsewhere (decisions.md D7.3): the not-found
- * handler, and the handler of a path's route for the methods it does not allow.
- */
+/** 405 with Allow on a served path, 404 elsewhere (D7.3): the not-found handler and each path's 405 route. */
 export function notServed(req: FastifyRequest, reply: FastifyReply): FastifyReply {
   const route = servedPath(req);
   if (route) {
@@ -44,13 +34,11 @@ export function notServed(req: FastifyRequest, reply: FastifyReply): FastifyRepl
 }
 
 interface ErrorHandlingDeps {
-  /** Where outages of dependencies are logged, once each (decisions.md D8.5). */
   outages: OutageLog;
   /** Recognises an error as a dependency's outage that only the app can tell (the rate-limit store's). */
   dependencyError?: (err: Error, req: FastifyRequest) => DependencyError | undefined;
 }
 
-/** Installs the error and not-found handlers on `app`. */
 export function installErrorHandling(app: FastifyInstance, deps: ErrorHandlingDeps): void {
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
     if (err instanceof ApiError) return send(reply, err.code, err.message, err.retryAfterS);
@@ -60,8 +48,7 @@ export function installErrorHandling(app: FastifyInstance, deps: ErrorHandlingDe
       req.log.debug({ err }, 'dependency unavailable');
       return send(reply, 'SERVICE_UNAVAILABLE', undefined, RETRY_AFTER_S);
     }
-    // No route answers this: Fastify still looks at the body's headers first (a malformed
-    // Content-Type, QUERY without one), which must not turn the 404/405 into a 400 (decisions.md D7.3).
+    // No route answers this: a malformed Content-Type must not turn the 404/405 into a 400 (D7.3).
     if (req.is404 || methodMiss(req)) return notServed(req, reply);
     if (err.code === 'RATE_LIMITED' || err.statusCode === 429) return send(reply, 'RATE_LIMITED');
     const status = err.statusCode ?? 500;
@@ -79,11 +66,7 @@ export function installErrorHandling(app: FastifyInstance, deps: ErrorHandlingDe
   app.setNotFoundHandler((req: FastifyRequest, reply) => notServed(req, reply));
 }
 
-/**
- * Fastify's errors raised before routing (a malformed URL, part of the request line): 400
- * BAD_REQUEST in the envelope (decisions.md D7.4). No hook runs for them, so the connection is
- * closed here: a body the request may carry is never read.
- */
+/** Fastify's errors before routing (a malformed URL): 400, connection closed, since no hook runs (D7.4). */
 export function frameworkErrors(
   err: Error,
   req: FastifyRequest,

@@ -3,10 +3,13 @@
  * limited. Readiness comes from a background check of PostgreSQL (and Redis when configured) every
  * READY_PROBE_INTERVAL_MS, so a probe never costs a database round trip; a dependency that has not
  * answered within READY_STALE_MS makes the server unready, and so does shutting down (SIGTERM turns
- * it 503 before the server stops taking exports: src/server.ts).
+ * it 503 before the server stops taking exports: src/server.ts). The answer names the dependency in
+ * a word; the driver's error, with its hosts and ports, goes to the log once per outage (D10.6).
  */
 import type { FastifyInstance } from 'fastify';
-import { withTimeout, type Dependency } from '../db/dependency.js';
+import { withTimeout } from '../db/dependency.js';
+import type { OutageLog } from '../db/outage-log.js';
+import type { Dependency } from '../errors.js';
 
 const PROBE_INTERVAL_MS = 1000;
 /** "answered within the last few seconds" (D10.2). */
@@ -25,15 +28,16 @@ type ReadyState = { ready: true } | { ready: false; reason: string };
 export class Readiness {
   readonly #probes: readonly ReadinessProbe[];
   readonly #timeoutMs: number;
+  readonly #outages: OutageLog;
   readonly #lastOk = new Map<string, number>();
-  readonly #lastError = new Map<string, string>();
   #timer: NodeJS.Timeout | null = null;
   #shuttingDown = false;
 
-  /** `timeoutMs` bounds each check (DB_TIMEOUT_MS, at most the probe interval). */
-  constructor(probes: readonly ReadinessProbe[], timeoutMs: number) {
+  /** `timeoutMs` bounds each check (DB_TIMEOUT_MS, at most the probe interval); failures go to `outages`. */
+  constructor(probes: readonly ReadinessProbe[], timeoutMs: number, outages: OutageLog) {
     this.#probes = probes;
     this.#timeoutMs = Math.min(timeoutMs, PROBE_INTERVAL_MS);
+    this.#outages = outages;
   }
 
   /** Runs the first round of checks, then one every second until stop(). */
@@ -61,10 +65,7 @@ export class Readiness {
     if (this.#shuttingDown) return { ready: false, reason: 'shutting down' };
     for (const { name } of this.#probes) {
       const ok = this.#lastOk.get(name);
-      if (ok === undefined || now - ok > STALE_MS) {
-        const why = this.#lastError.get(name);
-        return { ready: false, reason: `${name} has not answered in the last ${STALE_MS / 1000} s${why ? `: ${why}` : ''}` };
-      }
+      if (ok === undefined || now - ok > STALE_MS) return { ready: false, reason: name };
     }
     return { ready: true };
   }
@@ -75,9 +76,9 @@ export class Readiness {
         try {
           await withTimeout(check(), this.#timeoutMs, name, 'readiness check');
           this.#lastOk.set(name, Date.now());
-          this.#lastError.delete(name);
+          this.#outages.ok(name);
         } catch (err) {
-          this.#lastError.set(name, (err as Error).message);
+          this.#outages.failed(name, err);
         }
       }),
     );

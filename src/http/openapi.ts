@@ -1,8 +1,4 @@
-/**
- * `GET /openapi.json` (decisions.md D10.4): an OpenAPI 3.1 document of the open API, its errors and
- * the operations endpoints, written by hand from the error table (src/errors.ts) and the routes;
- * test/http/openapi.test.ts validates it and checks it against the routes and the README.
- */
+/** `GET /openapi.json` (D10.4), by hand from the error table and routes; test/http/openapi.test.ts checks it. */
 import type { FastifyInstance } from 'fastify';
 import { ERRORS, type ErrorCode } from '../errors.js';
 import { EXPORT_PATH } from './routes.js';
@@ -49,13 +45,11 @@ const plainJson = (schema: object, description: string) => ({
   content: { 'application/json': { schema } },
 });
 
-/** A GET operation and its HEAD twin: the same responses without their bodies. */
 function getAndHead(get: { summary: string; responses: Record<string, { description: string; content?: unknown }> }) {
   const headResponses = Object.fromEntries(Object.entries(get.responses).map(([status, { content: _content, ...rest }]) => [status, rest]));
   return { get, head: { summary: `${get.summary}: headers only`, responses: headResponses } };
 }
 
-/** The document, built once. */
 function openApiDocument(): Record<string, unknown> {
   const exportPath = EXPORT_PATH.replace(':bookSlug', '{bookSlug}');
   const exportOperation = (summary: string, body: boolean) => ({
@@ -65,6 +59,14 @@ function openApiDocument(): Record<string, unknown> {
       { name: 'bookSlug', in: 'path', required: true, schema: { type: 'string' } },
       booleanParam('excludeCategories', '`true` omits folder nodes (type `category`)'),
       booleanParam('includeContentHtml', '`false` returns `contentHtml: null`'),
+      {
+        name: 'changedSince',
+        in: 'query',
+        required: false,
+        description:
+          'The Export-Change-Token of an earlier export with the same options: only the documents that changed or entered since, and the ids that left (D12.2); 400 for a token of other options or another book, 410 once expired',
+        schema: { type: 'string' },
+      },
       { name: 'If-None-Match', in: 'header', required: false, description: 'ETags (or `*`) the client holds: 304 when one matches (D9.2)', schema: { type: 'string' } },
       { name: 'Accept', in: 'header', required: false, description: '`application/x-ndjson` (preferred by q-value or order) selects NDJSON (D9.4)', schema: { type: 'string' } },
       { name: 'Accept-Encoding', in: 'header', required: false, description: '`zstd`, `br`, `gzip` by q-value (D9.3)', schema: { type: 'string' } },
@@ -74,7 +76,8 @@ function openApiDocument(): Record<string, unknown> {
       '200': {
         description: 'The export, streamed; complete only when it ends with meta.count (a broken body ends without it)',
         headers: {
-          ETag: { description: 'Strong: equal ETags promise byte-identical bodies (D9.1)', schema: { type: 'string' } },
+          ETag: { description: 'Strong for identity bodies (equal ETags promise byte-identical bodies), weak for compressed ones (D9.1)', schema: { type: 'string' } },
+          'Export-Change-Token': { description: 'Names the snapshot the body was read from: keep it once meta.count was read, and send it back as changedSince (D12.1)', schema: { type: 'string' } },
           'Content-Encoding': { description: 'When compressed (D9.3)', schema: { type: 'string', enum: ['zstd', 'br', 'gzip'] } },
           Vary: { schema: { type: 'string' } },
           'X-Request-Id': REQUEST_ID,
@@ -84,7 +87,7 @@ function openApiDocument(): Record<string, unknown> {
               content: {
                 'application/json': { schema: { $ref: '#/components/schemas/Export' } },
                 'application/x-ndjson': {
-                  schema: { type: 'string', description: 'A line {"success":true,"book":{…}}, one Document per line, and {"meta":{"count":N}} last' },
+                  schema: { type: 'string', description: 'A line {"success":true,"book":{…}}, one Document per line, a delta\'s {"removed":"ID"} lines, and {"meta":{"count":N}} last' },
                 },
               },
             }
@@ -163,6 +166,7 @@ function openApiDocument(): Record<string, unknown> {
             success: { const: true },
             book: { $ref: '#/components/schemas/Book' },
             documents: { type: 'array', items: { $ref: '#/components/schemas/Document' } },
+            removed: { type: 'array', items: { type: 'string' }, description: 'A delta only (changedSince): ids of the documents that left the export (D12.2)' },
             meta: { type: 'object', required: ['count'], properties: { count: { type: 'integer', minimum: 0 } } },
           },
         },

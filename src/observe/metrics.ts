@@ -1,25 +1,22 @@
 /**
  * Prometheus metrics (decisions.md D10.3), one registry per app: exports by outcome, their duration
  * and bytes, exports streaming and waiting, the export cache's hits and misses, rewrite worker
- * restarts, rewrite plans reused and computed, the database pools' use, and the runtime's default process metrics, all named
- * `kb_export_…`. Counts the app already keeps (admission, cache, rewrite pool) are read when
- * Prometheus scrapes, so the hot path pays nothing for them.
+ * restarts, rewrite plans, the database pools' use, all named `kb_export_…`, and the runtime's
+ * default process and Node.js metrics under their standard names, which stock dashboards expect.
+ * What the exporter counts is read from its stats when Prometheus scrapes, so the hot path pays
+ * nothing for it.
  */
 import { createServer, type Server } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { ExportAdmission } from '../export/admission.js';
-import type { ExportCache } from '../export/export-cache.js';
-import type { RewritePool } from '../export/rewrite/rewrite-pool.js';
-import type { PlanUse } from '../export/rewrite/html-stage.js';
-import type { ExportOutcome } from '../http/export-log.js';
+import type { ExportOutcome, FailureCause } from '../export/export-log.js';
+import type { ExportStats } from '../export/exporter.js';
 
 export interface MetricSources {
-  admission: ExportAdmission;
-  cache: ExportCache;
-  rewritePool: RewritePool | undefined;
-  /** Stored rewrite plans, when REWRITE_PLANS is on. */
-  plans?: PlanUse | undefined;
+  /** The exporter's counts (export/exporter.ts). */
+  exports: { stats(): ExportStats };
+  /** Key and book lookups in flight on the lookup pool. */
+  lookups: { readonly inFlight: number };
   /** Connections of the export pool (EXPORT_CONCURRENCY) and of the lookup pool (DB_POOL_SIZE). */
   exportPoolSize: number;
   lookupPoolSize: number;
@@ -31,11 +28,11 @@ export class Metrics {
   readonly #exports: Counter<'outcome'>;
   readonly #duration: Histogram<'outcome'>;
   readonly #bytes: Histogram<'outcome'>;
-  #lookupsInFlight = 0;
+  readonly #failures: Counter<'cause'>;
 
   constructor(sources: MetricSources) {
     const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry, prefix: 'kb_export_' });
+    collectDefaultMetrics({ register: this.registry });
     this.#exports = new Counter({
       name: 'kb_export_exports_total',
       help: 'Exports that ended, by outcome: complete, client_gone, failed, rejected (429/503 from the export queue).',
@@ -43,6 +40,15 @@ export class Metrics {
       registers,
     });
     for (const outcome of ['complete', 'client_gone', 'failed', 'rejected']) this.#exports.inc({ outcome }, 0);
+    this.#failures = new Counter({
+      name: 'kb_export_export_failures_total',
+      help:
+        'Failed exports by cause: recovery_conflict (a hot standby cancelled the snapshot to replay the primary, decisions.md D11.5), ' +
+        'lease_lost (the fleet-wide per-user lease was lost, D11.1), other.',
+      labelNames: ['cause'],
+      registers,
+    });
+    for (const cause of ['recovery_conflict', 'lease_lost', 'other']) this.#failures.inc({ cause }, 0);
     this.#duration = new Histogram({
       name: 'kb_export_export_duration_seconds',
       help: 'Time from the start of an export to its end, seconds.',
@@ -57,13 +63,13 @@ export class Metrics {
       buckets: [1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10],
       registers,
     });
-    const { admission, cache, rewritePool } = sources;
+    const stats = () => sources.exports.stats();
     new Gauge({
       name: 'kb_export_exports_streaming',
       help: 'Exports holding an export slot (and an export pool connection) now.',
       registers,
       collect() {
-        this.set(admission.streaming);
+        this.set(stats().streaming);
       },
     });
     new Gauge({
@@ -71,7 +77,7 @@ export class Metrics {
       help: 'Exports waiting in the export queue now.',
       registers,
       collect() {
-        this.set(admission.waiting);
+        this.set(stats().waiting);
       },
     });
     const counted = (name: string, help: string, read: () => number) =>
@@ -84,10 +90,9 @@ export class Metrics {
           this.inc(read());
         },
       });
-    counted('kb_export_cache_hits_total', 'Exports served from the export cache.', () => cache.hits);
-    counted('kb_export_cache_misses_total', 'Exports looked up in the export cache and not found there.', () => cache.misses);
-    counted('kb_export_rewrite_worker_restarts_total', 'Rewrite workers started in place of dead ones.', () => rewritePool?.restarts ?? 0);
-    const plans = sources.plans;
+    counted('kb_export_cache_hits_total', 'Exports served from the export cache.', () => stats().cacheHits);
+    counted('kb_export_cache_misses_total', 'Exports looked up in the export cache and not found there.', () => stats().cacheMisses);
+    counted('kb_export_rewrite_worker_restarts_total', 'Rewrite workers started in place of dead ones.', () => stats().rewriteWorkerRestarts);
     new Counter({
       name: 'kb_export_rewrite_plans_total',
       help:
@@ -97,22 +102,17 @@ export class Metrics {
       registers,
       collect() {
         this.reset();
-        const writer = plans?.writer?.counts;
-        this.inc({ outcome: 'reused' }, plans?.counts.reused ?? 0);
-        this.inc({ outcome: 'computed' }, plans?.counts.computed ?? 0);
-        this.inc({ outcome: 'written' }, writer?.written ?? 0);
-        this.inc({ outcome: 'dropped' }, writer?.dropped ?? 0);
-        this.inc({ outcome: 'failed' }, writer?.failed ?? 0);
+        for (const [outcome, n] of Object.entries(stats().plans)) this.inc({ outcome }, n);
       },
     });
-    const lookups = () => this.#lookupsInFlight;
+    const lookups = () => sources.lookups.inFlight;
     new Gauge({
       name: 'kb_export_db_pool_connections_in_use',
       help: 'Connections in use per pool: export (one per streaming export) and lookup (key and book lookups in flight).',
       labelNames: ['pool'],
       registers,
       collect() {
-        this.set({ pool: 'export' }, admission.streaming);
+        this.set({ pool: 'export' }, stats().streaming);
         this.set({ pool: 'lookup' }, lookups());
       },
     });
@@ -126,22 +126,14 @@ export class Metrics {
     max.set({ pool: 'lookup' }, sources.lookupPoolSize);
   }
 
-  /** An export ended (http/export-log.ts). */
-  exportEnded(outcome: ExportOutcome, bytes: number, ms: number): void {
+  /** An export ended (export/export-log.ts). */
+  exportEnded(outcome: ExportOutcome, bytes: number, ms: number, cause?: FailureCause): void {
     this.#exports.inc({ outcome });
+    if (cause !== undefined) this.#failures.inc({ cause });
     this.#duration.observe({ outcome }, ms / 1000);
     this.#bytes.observe({ outcome }, bytes);
   }
 
-  /** Wraps a lookup on the lookup pool so the pool's use is counted while it runs. */
-  async countLookup<T>(work: () => Promise<T>): Promise<T> {
-    this.#lookupsInFlight++;
-    try {
-      return await work();
-    } finally {
-      this.#lookupsInFlight--;
-    }
-  }
 }
 
 declare module 'fastify' {

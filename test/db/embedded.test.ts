@@ -186,6 +186,51 @@ t.test('data folders that are not safely the server user\'s are refused before u
   }
 });
 
+/** What startEmbeddedPostgres(dataDir) threw; a server it started after all is stopped. */
+async function startError(dataDir: string): Promise<unknown> {
+  return startEmbeddedPostgres(dataDir).then(
+    async (db) => {
+      await db.stop();
+      return 'started';
+    },
+    (err: unknown) => err,
+  );
+}
+
+t.test('folders above the data folder that another user could write or own are refused before use', async (t) => {
+  const open = freshPath(t, 'kbx-embedded-open');
+  await fs.mkdir(open);
+  await fs.chmod(open, 0o777);
+  const dataDir = path.join(open, 'data');
+  t.match(await startError(dataDir), {
+    name: 'UnsafePathError',
+    message: `refusing to use ${open}: its mode is 0777; a folder above ${dataDir} must not be writable by group or others unless it is sticky (as /tmp is)`,
+  });
+  t.same(await fs.readdir(open), [], 'nothing was created in it');
+
+  if (!isRoot) return;
+  const theirs = freshPath(t, 'kbx-embedded-theirs');
+  await fs.mkdir(theirs, { mode: 0o755 });
+  await fs.chown(theirs, NOBODY, NOBODY);
+  t.match(await startError(path.join(theirs, 'data')), {
+    name: 'UnsafePathError',
+    message: `refusing to use ${theirs}: it is owned by uid ${NOBODY}, not by root`,
+  });
+  t.same(await fs.readdir(theirs), []);
+
+  // A link of another user's in /tmp, which its owner may remove and point elsewhere at will.
+  const link = freshPath(t, 'kbx-embedded-their-link');
+  const safe = freshPath(t, 'kbx-embedded-safe');
+  await fs.mkdir(safe, { mode: 0o755 });
+  await fs.symlink(safe, link);
+  await fs.lchown(link, NOBODY, NOBODY);
+  t.match(await startError(path.join(link, 'data')), {
+    name: 'UnsafePathError',
+    message: `refusing to use ${link}: it is a symbolic link owned by uid ${NOBODY}, not by root`,
+  });
+  t.same(await fs.readdir(safe), []);
+});
+
 t.test('the /var/tmp fallback (root, unreachable data folder) gets the same checks', { skip: !isRoot && 'needs root' }, async (t) => {
   const hidden = await fs.mkdtemp(path.join(os.tmpdir(), 'kbx-embedded-hidden-'));
   t.teardown(() => fs.rm(hidden, { recursive: true, force: true }));

@@ -11,6 +11,7 @@ import { migrationsUpTo } from '../../bench/lib/write-cost-variants.js';
 import { migrate } from '../../src/db/migrate.js';
 import { doc, seed, simpleSeed } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
+import { EDITOR_COLUMNS, EXPORTED_COLUMN_CHANGES } from '../helpers/document-columns.js';
 
 /** Every version a test has seen, so each new one can be checked against all of them. */
 class Versions {
@@ -31,31 +32,9 @@ class Versions {
   }
 }
 
-/** Exported columns of documents and an expression that changes each (test rows have no parent). */
-const CHANGES: Record<string, string> = {
-  id: `id || '-x'`,
-  book_id: `'b-u2'`,
-  slug: `slug || '-x'`,
-  name: `name || '-x'`,
-  type: `'category'`,
-  parent_id: `'d2'`,
-  order_key: `order_key || 'x'`,
-  status: `status + 1`,
-  description: `'described'`,
-  emoji_info: `'🙂'`,
-  cover_url: `'/cover.png'`,
-  cover_position: `'top'`,
-  tags: `ARRAY['t']`,
-  theme_id: `'dark'`,
-  background_theme_id: `'paper'`,
-  body_font_size: `'14'`,
-  created_at: `created_at + interval '1 millisecond'`,
-  updated_at: `updated_at + interval '1 millisecond'`,
-  content_str: `coalesce(content_str, '') || 'x'`,
-  content_html: `coalesce(content_html, '') || '<p>x</p>'`,
-};
-/** Stored, never exported (decisions.md D7.2): changing them must not change the version. */
-const EDITOR_COLUMNS = ['content_json', 'content_yjs'];
+const CHANGES = EXPORTED_COLUMN_CHANGES;
+/** Kept by triggers for deltas (sql/0006_change_tracking.sql, test/db/change-tracking.test.ts), never exported. */
+const TRACKING_COLUMNS = ['changed_xid'];
 
 async function twoBooks(sql: Sql): Promise<void> {
   await seed(sql, simpleSeed([doc('d1', 'a0', { contentHtml: '<p>one</p>' }), doc('d2', 'a1')]));
@@ -68,8 +47,8 @@ t.test('every document column is either exported (and changes the version) or an
     SELECT column_name FROM information_schema.columns WHERE table_name = 'documents' ORDER BY column_name`;
   t.same(
     columns.map((c) => c.column_name),
-    [...Object.keys(CHANGES), ...EDITOR_COLUMNS].sort(),
-    'a new column needs a decision here and in sql/0003_export_version_random.sql',
+    [...Object.keys(CHANGES), ...EDITOR_COLUMNS, ...TRACKING_COLUMNS].sort(),
+    'a new column needs a decision here and in sql/0003_export_version_random.sql and sql/0006_change_tracking.sql',
   );
 });
 
@@ -209,12 +188,17 @@ t.test('a token set for the whole session does not pin versions across transacti
   }
 });
 
-t.test('documents has no BEFORE UPDATE trigger: the UPDATE OF trigger would miss its changes', async (t) => {
+t.test('documents has no BEFORE UPDATE trigger but the change tracking\'s: the UPDATE OF trigger would miss its changes', async (t) => {
   const { sql } = await createTestDatabase(t);
   const before = await sql<{ tgname: string }[]>`
     SELECT tgname FROM pg_trigger
-    WHERE tgrelid = 'documents'::regclass AND NOT tgisinternal AND tgtype & 2 <> 0 AND tgtype & 16 <> 0`;
-  t.same(before, [], 'see sql/0003_export_version_random.sql');
+    WHERE tgrelid = 'documents'::regclass AND NOT tgisinternal AND tgtype & 2 <> 0 AND tgtype & 16 <> 0
+    ORDER BY tgname`;
+  t.same(
+    before.map((r) => r.tgname),
+    ['documents_changed_xid_guard', 'documents_changed_xid_update'],
+    'see sql/0003_export_version_random.sql; these two write changed_xid alone (test/db/change-tracking.test.ts)',
+  );
 });
 
 t.test('books that existed before 0003 get distinct random versions', async (t) => {

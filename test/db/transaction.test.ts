@@ -21,7 +21,7 @@ import { startTcpProxy, targetOf, type TcpProxy } from '../helpers/tcp-proxy.js'
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const CLI = path.join(ROOT, 'dist/src/cli.js');
-const GENERATE = path.join(ROOT, 'dist/src/generate/generate-cli.js');
+const GENERATE = path.join(ROOT, 'dist/bench/generate.js');
 
 const db = await createTestDatabase(t);
 

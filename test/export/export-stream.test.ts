@@ -14,7 +14,6 @@ import { pick } from 'stream-json/filters/pick.js';
 import { streamArray } from 'stream-json/streamers/stream-array.js';
 import { generateDocuments } from '../../src/generate/generator.js';
 import type { Sql } from '../../src/db/connect.js';
-import { RewritePool } from '../../src/export/rewrite/rewrite-pool.js';
 import { SeedWriter } from '../../src/load/seed-writer.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { seed, simpleSeed, startServer, type TestServer } from '../helpers/app.js';
@@ -186,28 +185,23 @@ t.test('rewrite workers give the same body byte for byte as rewriting on the eve
   bodies.forEach((body, i) => t.ok(body.equals(expected), `concurrent export ${i + 1}`));
 });
 
-/** A pool whose worker answers one batch and exits on the next (rewrite/fixtures/second-batch-exits-worker.ts). */
-function exitingPool(t: { teardown(fn: () => unknown): void }): RewritePool {
-  const ext = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
-  const pool = new RewritePool(1, { workerUrl: new URL(`./rewrite/fixtures/second-batch-exits-worker.${ext}`, import.meta.url) });
-  t.teardown(() => pool.close());
-  return pool;
+/** A rewrite worker module of test/export/rewrite/workers/fixtures. */
+function workerFixture(name: string): URL {
+  return new URL(`./rewrite/workers/fixtures/${name}.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url);
 }
 
 t.test('a rewrite worker that dies before the first byte: a 500 EXPORT_FAILED envelope (D6.2)', async (t) => {
-  const pool = exitingPool(t);
-  await pool.plan([Buffer.from('"<img src=\\"a.png\\">"')], '/media/');
   // Stored plans would let the batch skip the worker: every flagged row goes to it here.
-  const env = { EXPORT_BATCH_SIZE: '50', REWRITE_OFFLOAD_BYTES: '0', EXPORT_CACHE_BYTES: '0', REWRITE_PLANS: 'false' };
-  const server = await startServer(t, env, shared, { rewritePool: pool });
+  const env = { EXPORT_BATCH_SIZE: '50', REWRITE_OFFLOAD_BYTES: '0', EXPORT_CACHE_BYTES: '0', REWRITE_PLANS: 'false', REWRITE_WORKERS: '1' };
+  const server = await startServer(t, env, shared, { workerUrl: workerFixture('exits-worker') });
   const res = await request(exportUrl(server), { headers: AUTH });
-  t.equal(res.statusCode, 500, "the first batch was the worker's second");
+  t.equal(res.statusCode, 500, 'the first batch killed the worker');
   t.match(await res.body.json(), { success: false, code: 'EXPORT_FAILED' });
 });
 
 t.test('a rewrite worker that dies after the first byte: the body aborts, never parseable (D6.3)', async (t) => {
-  const env = { EXPORT_BATCH_SIZE: '50', REWRITE_OFFLOAD_BYTES: '0', EXPORT_CACHE_BYTES: '0', REWRITE_PLANS: 'false' };
-  const server = await startServer(t, env, shared, { rewritePool: exitingPool(t) });
+  const env = { EXPORT_BATCH_SIZE: '50', REWRITE_OFFLOAD_BYTES: '0', EXPORT_CACHE_BYTES: '0', REWRITE_PLANS: 'false', REWRITE_WORKERS: '1' };
+  const server = await startServer(t, env, shared, { workerUrl: workerFixture('second-batch-exits-worker') });
   const res = await request(exportUrl(server), { headers: AUTH });
   t.equal(res.statusCode, 200, 'the first batch was rewritten');
   const { text, error } = await drain(res.body, []);

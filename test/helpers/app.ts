@@ -5,10 +5,12 @@
  */
 import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import { buildApp, type AppDeps } from '../../src/app.js';
+import type { Writable } from 'node:stream';
+import { buildApp } from '../../src/app.js';
+import { RewritePool } from '../../src/export/rewrite/workers/rewrite-pool.js';
+import type { RewritePoolOptions } from '../../src/export/rewrite/workers/rewrite-jobs.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { connect, type Sql } from '../../src/db/connect.js';
-import { ExportCache } from '../../src/export/export-cache.js';
 import { loadSeed } from '../../src/load/seed-loader.js';
 import type { LoadSummary } from '../../src/load/seed-writer.js';
 import { createTestDatabase, type TestDatabase } from './db.js';
@@ -24,28 +26,66 @@ export interface TestServer {
   db: TestDatabase;
   /** The export pool the app was given. */
   exportSql: Sql;
-  /** The app's cache of small export bodies. */
-  exportCache: ExportCache;
+  /** Exports served from the export cache so far (kb_export_cache_hits_total). */
+  cacheHits(): Promise<number>;
+}
+
+/** Parts of the app a test may replace: where plans are written, where logs go, the rewrite workers' module. */
+interface TestDeps {
+  planSql?: Sql;
+  logger?: false | Writable;
+  /** A worker module for the app's rewrite workers instead of rewrite-worker.ts (test/export/rewrite/workers/fixtures). */
+  workerUrl?: URL;
 }
 
 /**
  * Builds and starts the app on a fresh database (or `db`); env overrides go through loadConfig like
- * production; `deps` replaces parts the app would otherwise build itself (e.g. its rewrite workers,
- * the pool its rewrite plans are written on, a log destination).
+ * production. Plans are written on the test database's pool and nothing is logged unless `deps`
+ * says otherwise; with `deps.workerUrl` the app's rewrite workers run that module (the app is
+ * imported with its rewrite pool's module mocked, so production code has no seam for it).
+ * Rewrite workers are off unless `env` sets REWRITE_WORKERS: under the tests' TypeScript loader a
+ * worker takes seconds of CPU to start, and the worker path has tests of its own that ask for it.
  */
 export async function startServer(
-  t: Teardown,
+  t: Teardown & { mockImport?: unknown },
   env: Record<string, string> = {},
   db?: TestDatabase,
-  deps: Pick<AppDeps, 'rewritePool' | 'planSql' | 'logger'> = {},
+  deps: TestDeps = {},
 ): Promise<TestServer> {
   const database = db ?? (await createTestDatabase(t));
-  const config = loadConfig({ RATE_LIMIT_MAX: '100000', ...env, DATABASE_URL: database.url });
+  const config = loadConfig({ RATE_LIMIT_MAX: '100000', REWRITE_WORKERS: '0', ...env, DATABASE_URL: database.url });
   const exportSql = connect(database.url, { max: config.exportConcurrency, applicationName: 'kbx-test-export', fetchTypes: false });
-  const exportCache = new ExportCache(config.exportCacheBytes);
-  const app = await buildApp({ config, sql: database.sql, exportSql, exportCache, logger: false, ...deps });
+  const build = deps.workerUrl === undefined ? buildApp : await appWithWorkers(t as MockingTest, deps.workerUrl);
+  const app = await build({ config, sql: database.sql, exportSql, planSql: deps.planSql ?? database.sql, logger: deps.logger ?? false });
   const url = await listenOnLoopback(t, app, [exportSql]);
-  return { url, app, config, db: database, exportSql, exportCache };
+  const cacheHits = async () => {
+    const metric = await app.metrics.registry.getSingleMetric('kb_export_cache_hits_total')!.get();
+    return metric.values[0]?.value ?? 0;
+  };
+  return { url, app, config, db: database, exportSql, cacheHits };
+}
+
+interface MockingTest {
+  mockImport<T>(module: string, mocks: Record<string, unknown>): Promise<T>;
+}
+
+/**
+ * buildApp of src/app.ts imported with RewritePool running `workerUrl`'s module. tap resolves the
+ * specifiers relative to this file, the caller of mockImport.
+ */
+async function appWithWorkers(t: MockingTest, workerUrl: URL): Promise<typeof buildApp> {
+  class FixturePool extends RewritePool {
+    constructor(size: number, options: RewritePoolOptions = {}) {
+      super(size, { ...options, workerUrl });
+    }
+  }
+  // A mock reaches the module it is given to, not the modules below it: the exporter gets the
+  // pool, and the app gets that exporter.
+  const exporter = await t.mockImport<typeof import('../../src/export/exporter.js')>('../../src/export/exporter.js', {
+    '../../src/export/rewrite/workers/rewrite-pool.js': { RewritePool: FixturePool },
+  });
+  const mocked = await t.mockImport<typeof import('../../src/app.js')>('../../src/app.js', { '../../src/export/exporter.js': exporter });
+  return mocked.buildApp;
 }
 
 /**

@@ -26,7 +26,8 @@ export interface LoggedServer {
 
 /**
  * Starts the app with `env` on `databaseUrl` (the lookup pool and the export pool both; pass
- * `exportUrl` to give exports another address). LOG_LEVEL is debug unless set.
+ * `exportUrl` to give exports another address). LOG_LEVEL is debug and rewrite workers are off
+ * unless set (helpers/app.ts says why).
  */
 export async function startLoggedServer(
   t: Teardown,
@@ -34,7 +35,7 @@ export async function startLoggedServer(
   env: Record<string, string> = {},
   exportUrl = databaseUrl,
 ): Promise<LoggedServer> {
-  const config = loadConfig({ RATE_LIMIT_MAX: '100000', LOG_LEVEL: 'debug', ...env, DATABASE_URL: databaseUrl });
+  const config = loadConfig({ RATE_LIMIT_MAX: '100000', LOG_LEVEL: 'debug', REWRITE_WORKERS: '0', ...env, DATABASE_URL: databaseUrl });
   const logs: Array<Record<string, unknown>> = [];
   const stream = new Writable({
     write(chunk, _enc, cb) {
@@ -57,7 +58,7 @@ export async function startLoggedServer(
       return Reflect.get(target, prop, receiver) as unknown;
     },
   }) as Sql;
-  const app = await buildApp({ config, sql, exportSql: counting, logger: stream });
+  const app = await buildApp({ config, sql, exportSql: counting, planSql: sql, logger: stream });
   const url = await listenOnLoopback(t, app, [sql, exportSql]);
   return { url, app, config, logs, begun: () => begun };
 }

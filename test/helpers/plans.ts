@@ -1,19 +1,20 @@
 /**
  * contentHtml's JSON text rewritten the ways an export rewrites it, for the tests: by the rewrite
- * pool's plans, by the plan of the event loop's rewriter, through the HTML stage.
+ * pool's plans, by the event loop's planner, and a row encoded the way the rewrite stage and the
+ * encoder together write it (synchronously, for the encoder's tests; rewrite-stage.test.ts holds
+ * the stage to the same bytes).
  */
-import { jsonPrefixBytes, planParts } from '../../src/export/rewrite/rewrite-plan.js';
-import type { RewritePool } from '../../src/export/rewrite/rewrite-pool.js';
-import { contentHtmlPlan, type ContentHtmlJson } from '../../src/export/encode/document-encoder.js';
-import { rewriteBatchHtml } from '../../src/export/rewrite/html-stage.js';
-import type { DocumentRow } from '../../src/export/snapshot/query.js';
+import { encodeDocument } from '../../src/export/encode/document-encoder.js';
+import type { JsonChunker } from '../../src/export/encode/json-encoder.js';
+import type { DocumentRow } from '../../src/export/encode/rows.js';
+import { stagedRow } from '../../bench/lib/rows.js';
+import { planContentHtml } from '../../src/export/rewrite/plans/html-plan.js';
+import { jsonPrefixBytes, planPieces } from '../../src/export/rewrite/plans/rewrite-plan.js';
+import type { RewritePool } from '../../src/export/rewrite/workers/rewrite-pool.js';
 
-/**
- * JSON text `json` with plan `plan` applied under `prefix`, as one Buffer: its parts (planParts,
- * what the HTML stage writes) joined; `json` itself for an empty plan.
- */
+/** JSON text `json` with plan `plan` applied under `prefix`, as one Buffer. */
 export function applyPlan(json: Buffer, plan: Buffer, prefix: string): Buffer {
-  return plan.length === 0 ? json : Buffer.concat(planParts(json, plan, jsonPrefixBytes(prefix)));
+  return plan.length === 0 ? json : Buffer.concat([...planPieces(json, plan, jsonPrefixBytes(prefix))]);
 }
 
 /** `texts` rewritten under `prefix` by `pool`'s workers: their plans, applied here. */
@@ -23,15 +24,17 @@ export async function rewrittenByPool(pool: RewritePool, texts: Buffer[], prefix
 }
 
 /**
- * contentHtml's JSON text `j` rewritten under `prefix` the way the HTML stage rewrites a flagged
- * text: the rewriter's plan (contentHtmlPlan), applied. Unlike the stage it also takes `""` and
- * texts the pre-check lets through, which it returns unchanged when nothing is rewritten.
+ * contentHtml's JSON text `j` rewritten under `prefix` by the planner the stage uses, applied.
+ * Unlike the stage it also takes `""` and texts the pre-check lets through.
  */
 export function rewriteJsonText(j: Buffer, prefix: string): Buffer {
-  return applyPlan(j, contentHtmlPlan(j, prefix), prefix);
+  return applyPlan(j, planContentHtml(j, prefix), prefix);
 }
 
-/** Row `row`'s contentHtml as the export's HTML stage gives it under `prefix` (on the event loop, no stored plans). */
-export function stageHtmlOf(row: DocumentRow, prefix: string): ContentHtmlJson {
-  return (rewriteBatchHtml([row], { prefix, offloadBytes: 0 }) as ContentHtmlJson[])[0]!;
+/** Appends row `row` to `out` as the export writes it under `prefix`. */
+export function encodeStaged(row: DocumentRow, prefix: string, out: JsonChunker): void {
+  const { coverUrl, html } = stagedRow(row, prefix);
+  encodeDocument(row, coverUrl, out, html);
 }
+
+export { stagedRow };

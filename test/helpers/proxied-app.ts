@@ -30,10 +30,11 @@ export interface ProxiedServer {
 
 /**
  * Builds and starts the app on `db` with `env` (through loadConfig, like production), its pools
- * behind two fresh proxies, connect and lookup timeouts from DB_TIMEOUT_MS as src/server.ts sets them.
+ * behind two fresh proxies, connect and lookup timeouts from DB_TIMEOUT_MS as src/server.ts sets them;
+ * rewrite workers off unless `env` sets REWRITE_WORKERS (helpers/app.ts says why).
  */
 export async function startProxiedServer(t: Teardown, db: TestDatabase, env: Record<string, string> = {}): Promise<ProxiedServer> {
-  const config = loadConfig({ RATE_LIMIT_MAX: '1000000', ...env, DATABASE_URL: db.url });
+  const config = loadConfig({ RATE_LIMIT_MAX: '1000000', REWRITE_WORKERS: '0', ...env, DATABASE_URL: db.url });
   const exportProxy = await startTcpProxy(t, targetOf(db.url));
   const lookupProxy = await startTcpProxy(t, targetOf(db.url));
   const connectTimeoutS = Math.max(1, Math.ceil(config.dbTimeoutMs / 1000));
@@ -45,7 +46,7 @@ export async function startProxiedServer(t: Teardown, db: TestDatabase, env: Rec
     fetchTypes: false,
   });
   const exportSql = connect(exportProxy.urlFor(db.url), { max: config.exportConcurrency, applicationName: EXPORT_APP, connectTimeoutS, fetchTypes: false });
-  const app = await buildApp({ config, sql, exportSql, logger: false });
+  const app = await buildApp({ config, sql, exportSql, planSql: sql, logger: false });
   const url = await listenOnLoopback(t, app, [sql, exportSql]);
   return { url, app, config, exportSql, exportProxy, lookupProxy };
 }

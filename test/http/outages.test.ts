@@ -57,7 +57,7 @@ t.test('the rate-limit store unreachable: 503 (fail closed, never an open door),
     const started = Date.now();
     assertUnavailable(t, await call(server.url, PATH), started, 3000);
   }
-  const lines = server.logs.filter((l) => l.msg === 'rate-limit store unavailable: answering 503 until it is back');
+  const lines = server.logs.filter((l) => l.msg === 'redis unavailable: answering 503 until it is back');
   t.equal(lines.length, 1, 'one log line for the outage');
   t.same(printed.filter((p) => /ioredis/i.test(p)), [], 'ioredis printed nothing outside the JSON log');
 });
@@ -81,12 +81,13 @@ t.test('a frozen database link: key lookups answer 503 within DB_TIMEOUT_MS, and
   const db = await createTestDatabase(t);
   await seed(db.sql, simpleSeed([doc('d1', 'a0')]));
   const proxy = await startTcpProxy(t, targetOf(db.url));
-  const server = await startLoggedServer(t, proxy.urlFor(db.url), { DB_TIMEOUT_MS: '800', EXPORT_CACHE_BYTES: '0' });
+  // Long enough for a first connection through the proxy on a loaded machine, which is not the outage.
+  const server = await startLoggedServer(t, proxy.urlFor(db.url), { DB_TIMEOUT_MS: '2000', EXPORT_CACHE_BYTES: '0' });
   t.equal((await call(server.url, PATH)).status, 200, 'served through the proxy');
   proxy.stall();
   for (let i = 0; i < 3; i++) {
     const started = Date.now();
-    assertUnavailable(t, await call(server.url, PATH), started, 2500);
+    assertUnavailable(t, await call(server.url, PATH), started, 3700);
   }
   proxy.resume();
   let after = await call(server.url, PATH);
@@ -123,5 +124,5 @@ if (redisUrl) t.test('Redis cut through a proxy while serving: 503 at once, then
     after = await call(server.url, PATH);
   }
   t.equal(after.status, 200, 'served again once Redis is reachable');
-  t.equal(server.logs.filter((l) => l.msg === 'rate-limit store unavailable: answering 503 until it is back').length, 1, 'logged once');
+  t.equal(server.logs.filter((l) => l.msg === 'redis unavailable: answering 503 until it is back').length, 1, 'logged once');
 });

@@ -214,7 +214,9 @@ t.test('D7.4: 1,000 slow clients (bodies and headers trickled 2 bytes every 100 
   const db = await createTestDatabase(t);
   await seed(db.sql, simpleSeed([doc('a', 'a0')]));
   // A process of its own, so its RSS is the server's alone (/proc/<pid>/status).
-  const server = await startServerProcess({ databaseUrl: db.url, env: { REQUEST_TIMEOUT_MS: '2000' }, coverage: false });
+  // A request timeout long enough that "cut at once" and "cut by the timeout" stay apart on a
+  // loaded two-core machine, where opening 1,000 connections alone takes a second or two.
+  const server = await startServerProcess({ databaseUrl: db.url, env: { REQUEST_TIMEOUT_MS: '4000' }, coverage: false });
   t.teardown(() => server.stop());
   const p = portOf(server.base);
   await server.resetPeak();
@@ -234,10 +236,10 @@ t.test('D7.4: 1,000 slow clients (bodies and headers trickled 2 bytes every 100 
   const bodyAnswers = answers.slice(0, N);
   const headerAnswers = answers.slice(N);
   t.equal(wrong((r, i) => r.json?.code === (i % 2 ? 'METHOD_NOT_ALLOWED' : 'PAYLOAD_TOO_LARGE') && r.json?.success === false, bodyAnswers), 0, 'each body trickler got its 405 or 413 envelope');
-  t.equal(wrong((r) => r.closedAfterMs !== undefined && r.closedAfterMs < 2000, bodyAnswers), 0, 'each was cut at once, not after the request timeout');
+  t.equal(wrong((r) => r.closedAfterMs !== undefined && r.closedAfterMs < 3500, bodyAnswers), 0, 'each was cut at once, not after the request timeout');
   t.equal(wrong((r) => r.json?.code === 'REQUEST_TIMEOUT' && r.status === 408, headerAnswers), 0, 'each header trickler got the 408 envelope');
-  t.equal(wrong((r) => r.closedAfterMs !== undefined && r.closedAfterMs < 6000, headerAnswers), 0, 'each was cut within seconds of REQUEST_TIMEOUT_MS');
-  t.ok(allCutMs < 10_000, `all ${2 * N} connections were closed after ${allCutMs} ms`);
+  t.equal(wrong((r) => r.closedAfterMs !== undefined && r.closedAfterMs < 8000, headerAnswers), 0, 'each was cut within seconds of REQUEST_TIMEOUT_MS');
+  t.ok(allCutMs < 12_000, `all ${2 * N} connections were closed after ${allCutMs} ms`);
   const grownMb = (peak - before) / 1024 / 1024;
   t.ok(grownMb < 40, `peak RSS grew by ${grownMb.toFixed(1)} MB (from ${(before / 1024 / 1024).toFixed(0)} MB)`);
 });

@@ -36,17 +36,20 @@ async function until(what: string, check: () => Promise<boolean>, limitMs = 5000
   }
 }
 
-t.test('/metrics: the exposition parses, every name is kb_export_…, values move with exports', async (t) => {
+t.test('/metrics: the exposition parses, the service metrics are kb_export_…, the runtime ones standard (D10.3), values move with exports', async (t) => {
   const db = await createTestDatabase(t);
   await seed(db.sql, simpleSeed(Array.from({ length: 1500 }, (_, i) => doc(`d${i}`, `a${String(i).padStart(5, '0')}`, { contentStr: 'x'.repeat(10_000) }))));
   const server = await startServer(t, { RATE_LIMIT_MAX: '3', EXPORT_PER_USER_MAX: '1', EXPORT_CACHE_BYTES: '0' }, db);
 
   const before = await scrape(server);
   t.match(before.headers['content-type'], /^text\/plain; version=0\.0\.4/);
-  for (const name of before.families.keys()) t.match(name, /^kb_export_/, `${name} is prefixed`);
-  for (const name of ['kb_export_process_cpu_seconds_total', 'kb_export_nodejs_heap_size_used_bytes', 'kb_export_exports_streaming', 'kb_export_rewrite_worker_restarts_total']) {
-    t.ok(before.families.has(name), `${name} is there`);
+  for (const name of before.families.keys()) t.match(name, /^(kb_export_|process_|nodejs_)/, `${name} is the service's or the runtime's`);
+  // The names stock dashboards and alerts look for (D10.3).
+  for (const name of ['process_resident_memory_bytes', 'process_cpu_seconds_total', 'nodejs_eventloop_lag_seconds', 'nodejs_heap_size_used_bytes']) {
+    t.ok(before.families.has(name), `${name} is there under its standard name`);
+    t.notOk(before.families.has(`kb_export_${name}`), `and not as kb_export_${name}`);
   }
+  for (const name of ['kb_export_exports_streaming', 'kb_export_rewrite_worker_restarts_total']) t.ok(before.families.has(name), `${name} is there`);
   t.equal(before.value('kb_export_exports_total', { outcome: 'complete' }), 0);
 
   const done = await call(server.url, PATH);

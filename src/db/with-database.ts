@@ -1,0 +1,28 @@
+/** Runs a CLI command against the database and closes everything after; commands never migrate. */
+import type { Config } from '../config.js';
+import { connect, type Sql } from './connect.js';
+import { openDatabase } from './database.js';
+import { isConnectionLost } from './dependency.js';
+import { assertSchemaCurrent } from './migrate.js';
+
+/** Checks the schema (SchemaBehindError), runs `fn`; a lost or refused connection becomes one plain sentence. */
+export async function withDatabase<T>(config: Config, fn: (sql: Sql) => Promise<T>): Promise<T> {
+  const db = await openDatabase(config);
+  const sql = connect(db.url, { max: 4, applicationName: 'kb-export-cli' });
+  let reached = false;
+  try {
+    await assertSchemaCurrent(sql);
+    reached = true;
+    return await fn(sql);
+  } catch (err) {
+    if (!isConnectionLost(err)) throw err;
+    const why = (err as Error).message;
+    throw new Error(
+      reached ? `lost the connection to PostgreSQL (${why}); what was not committed was discarded` : `cannot reach PostgreSQL (${why})`,
+      { cause: err },
+    );
+  } finally {
+    await sql.end({ timeout: 5 });
+    await db.stop();
+  }
+}

@@ -1,0 +1,306 @@
+/**
+ * Everything an export needs once its request is known to be good (key, parameters, book): one
+ * object built from the configuration. It sends the body, from the export cache or from a
+ * snapshot, under the same rules whatever the path (decisions.md D8.10): the response's turn on
+ * its connection, the per-user cap, a database slot for a snapshot only (D8.9), the writer's
+ * drain floor and deadlines, a log line at each end, and the outcome for metrics.
+ */
+import type { ServerResponse } from 'node:http';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '../config.js';
+import type { Sql } from '../db/connect.js';
+import { ApiError, ClientGoneError } from '../errors.js';
+import type { Redis } from 'ioredis';
+import { ExportAdmission } from './admission/admission.js';
+import { FleetAdmission, type Admitted } from './admission/fleet-admission.js';
+import { UserLeases } from './admission/user-leases.js';
+import { watchCause } from './failure-cause.js';
+import { exportEtag, OUTPUT_FORMAT_VERSION, type Representation } from './cache/etag.js';
+import { ExportCache, type Kept } from './cache/export-cache.js';
+import { ChangeTokens, loadChangeTokenSecret } from './change-token.js';
+import { ExportLog, type ExportEnded } from './export-log.js';
+import { streamExport, type ExportSettings } from './export-stream.js';
+import { sendKeptBody } from './send-kept.js';
+import type { ContentEncoding } from './respond/compression.js';
+import { responseTurn } from './respond/response-turn.js';
+import { PlanWriter } from './rewrite/plans/plan-store.js';
+import type { ChangeState } from './snapshot/changes-query.js';
+import { asDatabaseOutage } from '../db/dependency.js';
+import type { ReplicaSet } from '../db/replica/replica-set.js';
+import type { PlanUse } from './rewrite/rewrite-stage.js';
+import { RewritePool } from './rewrite/workers/rewrite-pool.js';
+
+/**
+ * Where one export reads (decisions.md D11.2, D11.3): the primary or one hot standby, chosen once
+ * per request, so the book lookup behind its ETag and 304 and its snapshot read the same server.
+ */
+export interface ReadSource {
+  /** `primary` or `replica N` (its index in DATABASE_REPLICA_URL, never a host: D10.6). */
+  name: string;
+  /** Its pool for the book and change state lookups. */
+  lookupSql: Sql;
+  /** Its pool for the export's snapshot. */
+  exportSql: Sql;
+}
+
+/** One export to send: who asks, for which book at which export version (read on `source`), in which shape. */
+export interface ExportTarget extends Representation {
+  userId: string;
+  keyId: string;
+  bookSlug: string;
+  encoding: ContentEncoding;
+  /** The change tokens' floor the book lookup read (decisions.md D12.3): part of the export cache's key. */
+  tokenFloor: string;
+  source: ReadSource;
+}
+
+/** What the exporter reports for metrics (decisions.md D10.3). */
+export interface ExportStats {
+  /** Exports holding a database slot. */
+  streaming: number;
+  /** Exports waiting for one. */
+  waiting: number;
+  cacheHits: number;
+  cacheMisses: number;
+  rewriteWorkerRestarts: number;
+  /** Flagged contentHtml spliced from a stored plan, tokenized, and what became of new plans. */
+  plans: { reused: number; computed: number; written: number; dropped: number; failed: number };
+}
+
+/** How the route lends the response: `takeOver` is called once the exporter writes to it. */
+export interface ExportContext {
+  log: FastifyBaseLogger;
+  /** Aborts when the client goes away (request/client-gone.ts). */
+  signal: AbortSignal;
+  takeOver: () => void;
+}
+
+/** Rows per batch of an export with HTML while rewrite workers run: three batches in flight, each smaller (bench/optimisations.md). */
+const POOL_BATCH_BYTES = 256 * 1024;
+const BATCH_BYTES = 2 * 1024 * 1024;
+
+/** The settings of an export from the configuration, for a request with or without contentHtml. */
+export function exportSettings(
+  config: Config,
+  includeContentHtml: boolean,
+  parts: { rewritePool: RewritePool | null; plans: PlanUse | null; captureUpTo: number; changeTokens: ChangeTokens },
+): ExportSettings {
+  return {
+    mediaProxyPrefix: config.mediaProxyPrefix,
+    batchRows: config.exportBatchSize,
+    batchBytes: parts.rewritePool && includeContentHtml ? POOL_BATCH_BYTES : BATCH_BYTES,
+    stallTimeoutMs: config.stallTimeoutMs,
+    minDrainBytesPerS: config.minDrainBytesPerS,
+    maxDurationMs: config.exportMaxDurationMs,
+    dbTimeoutMs: config.dbTimeoutMs,
+    captureUpTo: parts.captureUpTo,
+    rewritePool: parts.rewritePool,
+    offloadBytes: config.rewriteOffloadBytes,
+    rewriteTimeoutMs: config.rewriteTimeoutMs,
+    plans: parts.plans,
+    changeTokens: parts.changeTokens,
+  };
+}
+
+export class Exporter {
+  readonly #config: Config;
+  /** Key and book lookups' pool: the change token secret is read there, never on an export slot's. */
+  readonly #lookupSql: Sql;
+  readonly #admission: FleetAdmission;
+  readonly #cache: ExportCache;
+  readonly #pool: RewritePool | null;
+  readonly #planWriter: PlanWriter | null;
+  readonly #plans: PlanUse | null;
+  readonly #ended: ExportEnded;
+  readonly #replicas: ReplicaSet | null;
+  readonly #primary: ReadSource;
+  #changeTokens: Promise<ChangeTokens> | null = null;
+
+  /**
+   * Starts the rewrite workers and the plan writer the configuration asks for; `ended` hears how
+   * every export ended (metrics). `exportSql` has EXPORT_CONCURRENCY connections; new rewrite
+   * plans are written on `planSql`; `sql` is the lookups' pool. With `replicas`, exports read from
+   * a usable standby, else from the primary (decisions.md D11.2, D11.4); with `redis`, the per-user
+   * cap is shared across the fleet through leases there (D11.1).
+   */
+  constructor(
+    config: Config,
+    pools: { sql: Sql; exportSql: Sql; planSql: Sql; replicas?: ReplicaSet | null; redis?: Redis | null },
+    log: FastifyBaseLogger,
+    ended: ExportEnded,
+  ) {
+    this.#config = config;
+    this.#lookupSql = pools.sql;
+    this.#replicas = pools.replicas ?? null;
+    this.#primary = { name: 'primary', lookupSql: pools.sql, exportSql: pools.exportSql };
+    this.#ended = ended;
+    const local = new ExportAdmission({
+      concurrency: config.exportConcurrency,
+      queueMax: config.exportQueueMax,
+      queueTimeoutMs: config.exportQueueTimeoutMs,
+      perUserMax: config.exportPerUserMax,
+    });
+    const leases = pools.redis ? new UserLeases({ redis: pools.redis, perUserMax: config.exportPerUserMax, timeoutMs: config.dbTimeoutMs, log }) : null;
+    this.#admission = new FleetAdmission(local, leases);
+    this.#cache = new ExportCache(config.exportCacheBytes);
+    this.#pool = config.rewriteWorkers > 0 ? new RewritePool(config.rewriteWorkers, { jobTimeoutMs: config.rewriteTimeoutMs, log }) : null;
+    this.#planWriter = config.rewritePlans ? new PlanWriter(pools.planSql, { log, timeoutMs: config.dbTimeoutMs }) : null;
+    this.#plans = this.#planWriter ? { writer: this.#planWriter, counts: { reused: 0, computed: 0 } } : null;
+  }
+
+  /** The primary as a read source: where a request goes when its standby fails it before its first byte. */
+  get primary(): ReadSource {
+    return this.#primary;
+  }
+
+  /** The server one export reads from: a usable standby in turn, else the primary (decisions.md D11.2, D11.4). */
+  source(): ReadSource {
+    const picked = this.#replicas?.pick();
+    return picked ? { name: picked.name, lookupSql: picked.sql, exportSql: picked.sql } : this.#primary;
+  }
+
+  /**
+   * The change tokens of this database (decisions.md D12.1), their secret read once from it; read
+   * again after a failure.
+   */
+  changeTokens(): Promise<ChangeTokens> {
+    this.#changeTokens ??= loadChangeTokenSecret(this.#lookupSql).then(
+      (secret) =>
+        new ChangeTokens({
+          secret,
+          retentionDays: this.#config.changeRetentionDays,
+          mediaProxyPrefix: this.#config.mediaProxyPrefix,
+          outputFormat: OUTPUT_FORMAT_VERSION,
+        }),
+    );
+    this.#changeTokens.catch(() => (this.#changeTokens = null));
+    return this.#changeTokens;
+  }
+
+  /**
+   * The change token a `HEAD` of `target` announces, for the book's change state read now; checks
+   * its `changedSince` as a `GET` would (400, 410).
+   */
+  async headToken(target: ExportTarget, state: ChangeState): Promise<string> {
+    const tokens = await this.changeTokens();
+    const options = { excludeCategories: target.excludeCategories, includeContentHtml: target.includeContentHtml };
+    if (target.changedSince !== null) tokens.accept(target.changedSince, state, options);
+    return tokens.issue(state, options);
+  }
+
+  /** The ETag of `target` (decisions.md D9.1). */
+  etag(target: ExportTarget): string {
+    return exportEtag(target, target.encoding, this.#config.mediaProxyPrefix);
+  }
+
+  stats(): ExportStats {
+    const written = this.#planWriter?.counts;
+    return {
+      streaming: this.#admission.streaming,
+      waiting: this.#admission.waiting,
+      cacheHits: this.#cache.hits,
+      cacheMisses: this.#cache.misses,
+      rewriteWorkerRestarts: this.#pool?.restarts ?? 0,
+      plans: {
+        reused: this.#plans?.counts.reused ?? 0,
+        computed: this.#plans?.counts.computed ?? 0,
+        written: written?.written ?? 0,
+        dropped: written?.dropped ?? 0,
+        failed: written?.failed ?? 0,
+      },
+    };
+  }
+
+  /**
+   * Sends the export of `target` to `res`. Throws, before anything was written, ApiError (429, 503,
+   * 404 when the book went meanwhile, 500), or a DependencyError (503): the caller answers with an
+   * envelope. Anything later is logged here and ends in an aborted response (decisions.md D6.3).
+   */
+  async send(target: ExportTarget, res: ServerResponse, ctx: ExportContext): Promise<void> {
+    const { userId, keyId, bookSlug, excludeCategories, includeContentHtml, format, encoding } = target;
+    const fields = { userId, keyId, bookSlug, excludeCategories, includeContentHtml, format, encoding, source: target.source.name };
+    const log = new ExportLog(ctx.log, fields, this.#ended);
+    log.start();
+    let admitted: Admitted;
+    let kept: Kept | undefined;
+    let changeTokens: ChangeTokens;
+    try {
+      await responseTurn(res, ctx.signal);
+      changeTokens = await asDependency(this.changeTokens());
+      // A delta is never kept: it is small, and its bytes depend on the token too.
+      kept = target.changedSince === null ? this.#cache.get(target) : undefined;
+      admitted = await this.#admission.acquire(userId, ctx.signal, kept === undefined);
+      this.#cache.counted(kept !== undefined);
+    } catch (err) {
+      if (err instanceof ClientGoneError) {
+        ctx.takeOver();
+        res.destroy();
+        log.end('client_gone', { reason: err.reason });
+        ctx.log.info({ bookSlug }, 'client went away before its export started');
+        return;
+      }
+      log.end(err instanceof ApiError ? 'rejected' : 'failed', { reason: err instanceof ApiError ? err.code : (err as Error).message });
+      throw err;
+    }
+    let watch = watchCause(this.#primary, 0);
+    const headers = (version: string, token: string) => {
+      ctx.takeOver();
+      res.setHeader('etag', this.etag({ ...target, version }));
+      res.setHeader('export-change-token', token);
+    };
+    try {
+      if (kept !== undefined) {
+        const limits = { stallTimeoutMs: this.#config.stallTimeoutMs, minDrainBytesPerS: this.#config.minDrainBytesPerS, maxDurationMs: this.#config.exportMaxDurationMs };
+        const sent = await sendKeptBody(kept, target.version, target, res, limits, headers, admitted.lost);
+        const end = { cached: true, count: countOf(kept.body), bytes: sent.bytes };
+        if (sent.outcome === 'complete') log.end('complete', end);
+        else log.end('client_gone', { ...end, ...(sent.reason ? { reason: sent.reason } : {}) });
+        return;
+      }
+      const settings = exportSettings(this.#config, includeContentHtml, {
+        rewritePool: this.#pool,
+        plans: this.#plans,
+        captureUpTo: target.changedSince === null ? this.#cache.maxEntryBytes : 0,
+        changeTokens,
+      });
+      watch = watchCause(target.source, this.#config.dbTimeoutMs);
+      const result = await streamExport(target.source.exportSql, { ...target }, res, settings, headers, admitted.lost);
+      if (result.body !== undefined) this.#cache.set({ ...target, version: result.version }, result.body, result.token);
+      const end = { count: result.count, bytes: result.bytes };
+      if (result.outcome === 'complete') log.end('complete', end);
+      else log.end('client_gone', { ...end, ...(result.reason ? { reason: result.reason } : {}) });
+    } catch (err) {
+      if (res.headersSent || res.destroyed) {
+        ctx.takeOver();
+        const cause = await watch.causeOf(err);
+        ctx.log.error({ err, bookSlug, cause }, 'export aborted after the first byte');
+        log.end('failed', { reason: cause === 'other' ? (err as Error).message : cause, cause });
+        return;
+      }
+      log.end('failed', { reason: err instanceof ApiError ? err.code : (err as Error).message, cause: await watch.causeOf(err) });
+      throw err;
+    } finally {
+      admitted.release();
+    }
+  }
+
+  /** Stops the rewrite workers and the plan writer. */
+  async close(): Promise<void> {
+    await Promise.all([this.#pool?.close(), this.#planWriter?.close()]);
+  }
+}
+
+/** `work`, a database outage in it as a DependencyError (503, decisions.md D8.5). */
+async function asDependency<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (err) {
+    throw asDatabaseOutage(err) ?? err;
+  }
+}
+
+/** Documents in a complete export body: its closing `"meta":{"count":N}}` (export-api.md 4.1 rule 8). */
+function countOf(body: Buffer): number | undefined {
+  const m = /"count":(\d+)\}\}\n?$/.exec(body.subarray(Math.max(0, body.length - 40)).toString('latin1'));
+  return m ? Number(m[1]) : undefined;
+}

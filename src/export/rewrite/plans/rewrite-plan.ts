@@ -1,0 +1,225 @@
+/** Rewrite plans: parse5's edits of a contentHtml JSON text, replayed without parsing (docs/architecture.md). */
+import { createHash } from 'node:crypto';
+import { PlanFormatError } from '../../../errors.js';
+
+/** The rewriter's rules version: raise it when its output may change (a D3 rule, parse5, the splice). */
+export const PLAN_RULES_VERSION = 1;
+
+export const PLAN_KEY_BYTES = 32;
+
+export const EMPTY_PLAN: Buffer = Buffer.alloc(0);
+
+const PIECE_PREFIX = 0;
+const PIECE_COPY = 1;
+const PIECE_LITERAL = 2;
+
+/** SHA-256 of the rules version, the prefix and contentHtml's JSON text: what a plan is computed from. */
+export function contentDigest(json: Buffer, prefix: string): Buffer {
+  return createHash('sha256').update(`kb-export rewrite plan ${PLAN_RULES_VERSION}\0${prefix}\0`).update(json).digest();
+}
+
+/** SHA-256 of a contentDigest and the plan: a plan moved to another row, or damaged, no longer matches. */
+export function planKey(digest: Buffer, plan: Buffer): Buffer {
+  return createHash('sha256').update(digest).update(plan).digest();
+}
+
+let lastPrefix = '';
+let lastPrefixJson: Buffer = Buffer.alloc(0);
+
+/** `prefix` as it stands inside a JSON string, cached for the last prefix (a server has one). */
+export function jsonPrefixBytes(prefix: string): Buffer {
+  if (prefix !== lastPrefix || lastPrefixJson.length === 0) {
+    lastPrefix = prefix;
+    lastPrefixJson = Buffer.from(JSON.stringify(prefix).slice(1, -1));
+  }
+  return lastPrefixJson;
+}
+
+function startsAt(text: Buffer, needle: Buffer, at: number): boolean {
+  return needle.length > 0 && at + needle.length <= text.length && text.compare(needle, 0, needle.length, at, at + needle.length) === 0;
+}
+
+class Bytes {
+  #buf = new Uint8Array(64);
+  length = 0;
+
+  push(b: number): void {
+    if (this.length === this.#buf.length) this.#grow(1);
+    this.#buf[this.length++] = b;
+  }
+
+  pushAll(bytes: Uint8Array): void {
+    if (this.length + bytes.length > this.#buf.length) this.#grow(bytes.length);
+    this.#buf.set(bytes, this.length);
+    this.length += bytes.length;
+  }
+
+  varint(n: number): void {
+    while (n >= 0x80) {
+      this.push((n % 0x80) | 0x80);
+      n = Math.floor(n / 0x80);
+    }
+    this.push(n);
+  }
+
+  view(): Uint8Array {
+    return this.#buf.subarray(0, this.length);
+  }
+
+  take(): Buffer {
+    return Buffer.from(this.view());
+  }
+
+  #grow(need: number): void {
+    const next = new Uint8Array(Math.max(this.#buf.length * 2, this.length + need));
+    next.set(this.#buf.subarray(0, this.length));
+    this.#buf = next;
+  }
+}
+
+/** Builds a plan edit by edit as the rewriter finds them: memory grows with the plan's bytes only (D8.8). */
+export class PlanBuilder {
+  readonly #out = new Bytes();
+  readonly #pieces = new Bytes();
+  #prevEnd = 0;
+
+  constructor(
+    private readonly json: Buffer,
+    private readonly prefixJson: Buffer,
+  ) {}
+
+  /** Replaces `json[start, end)` (bytes, after the previous edit) by `text`, as it stands in JSON text. */
+  edit(start: number, end: number, text: Buffer): void {
+    const { json, prefixJson } = this;
+    const pieces = this.#pieces;
+    pieces.length = 0;
+    let count = 0;
+    let p = 0;
+    while (p < text.length) {
+      count++;
+      if (startsAt(text, prefixJson, p)) {
+        pieces.varint(PIECE_PREFIX);
+        p += prefixJson.length;
+        continue;
+      }
+      let q = prefixJson.length > 0 ? text.indexOf(prefixJson, p + 1) : -1;
+      if (q === -1) q = text.length;
+      const run = text.subarray(p, q);
+      const at = json.subarray(start, end).indexOf(run);
+      if (at !== -1) {
+        pieces.varint(run.length * 4 + PIECE_COPY);
+        pieces.varint(at);
+      } else {
+        pieces.varint(run.length * 4 + PIECE_LITERAL);
+        pieces.pushAll(run);
+      }
+      p = q;
+    }
+    this.#out.varint(start - this.#prevEnd);
+    this.#out.varint(end - start);
+    this.#out.varint(count);
+    this.#out.pushAll(pieces.view());
+    this.#prevEnd = end;
+  }
+
+  finish(): Buffer {
+    return this.#out.length === 0 ? EMPTY_PLAN : this.#out.take();
+  }
+}
+
+export function planFromEdits(json: Buffer, bounds: readonly number[], texts: readonly Buffer[], prefixJson: Buffer): Buffer {
+  const builder = new PlanBuilder(json, prefixJson);
+  texts.forEach((text, i) => builder.edit(bounds[2 * i]!, bounds[2 * i + 1]!, text));
+  return builder.finish();
+}
+
+class PlanReader {
+  at = 0;
+  constructor(private readonly plan: Buffer) {}
+
+  get done(): boolean {
+    return this.at >= this.plan.length;
+  }
+
+  varint(): number {
+    let n = 0;
+    let scale = 1;
+    for (;;) {
+      const b = this.plan[this.at++];
+      if (b === undefined) throw new PlanFormatError('a varint runs past the end of the plan');
+      n += (b & 0x7f) * scale;
+      if (b < 0x80) return n;
+      scale *= 0x80;
+    }
+  }
+
+  bytes(length: number): Buffer {
+    if (this.at + length > this.plan.length) throw new PlanFormatError('literal bytes run past the end of the plan');
+    const out = this.plan.subarray(this.at, this.at + length);
+    this.at += length;
+    return out;
+  }
+}
+
+/** The JSON text with `plan` applied, as views; throws PlanFormatError while iterating if the plan does not fit. */
+export function* planPieces(json: Buffer, plan: Buffer, prefixJson: Buffer): Generator<Buffer, void, undefined> {
+  if (plan.length === 0) {
+    yield json;
+    return;
+  }
+  const r = new PlanReader(plan);
+  let at = 0;
+  while (!r.done) {
+    const start = at + r.varint();
+    const end = start + r.varint();
+    if (end > json.length) throw new PlanFormatError('an edit lies past the end of the JSON text');
+    if (start > at) yield json.subarray(at, start);
+    for (let n = r.varint(); n > 0; n--) {
+      const head = r.varint();
+      const kind = head % 4;
+      const length = Math.floor(head / 4);
+      if (kind === PIECE_PREFIX) yield prefixJson;
+      else if (kind === PIECE_COPY) {
+        const from = start + r.varint();
+        if (from + length > end) throw new PlanFormatError('a copied run lies outside its edit');
+        yield json.subarray(from, from + length);
+      } else if (kind === PIECE_LITERAL) yield r.bytes(length);
+      else throw new PlanFormatError(`unknown piece kind ${kind}`);
+    }
+    at = end;
+  }
+  if (at < json.length) yield json.subarray(at);
+}
+
+/** The spliced length, or -1 when the plan does not fit `json`; pauses between slices (decisions.md D8.8). */
+export async function splicedLength(json: Buffer, plan: Buffer, prefixBytes: number, pause: () => Promise<void>): Promise<number> {
+  const r = new PlanReader(plan);
+  let at = 0;
+  let length = json.length;
+  let edits = 0;
+  try {
+    while (!r.done) {
+      if (++edits % 4096 === 0) await pause();
+      const start = at + r.varint();
+      const end = start + r.varint();
+      if (end > json.length) return -1;
+      length -= end - start;
+      for (let n = r.varint(); n > 0; n--) {
+        const head = r.varint();
+        const kind = head % 4;
+        const pieceLength = Math.floor(head / 4);
+        if (kind === PIECE_PREFIX) length += prefixBytes;
+        else if (kind === PIECE_COPY) {
+          if (start + r.varint() + pieceLength > end) return -1;
+          length += pieceLength;
+        } else if (kind === PIECE_LITERAL) length += r.bytes(pieceLength).length;
+        else return -1;
+      }
+      at = end;
+    }
+    return length;
+  } catch (err) {
+    if (err instanceof PlanFormatError) return -1;
+    throw err;
+  }
+}

@@ -1,0 +1,125 @@
+/** The rewrite stage (D3): stored HTML kept, or a stored plan spliced, or planned on a worker or in slices (D8.8). */
+import { PlanFormatError } from '../../errors.js';
+import type { BatchRewrites, ContentHtmlJson } from '../encode/document-encoder.js';
+import { DOC, type DocumentRow } from '../encode/rows.js';
+import { planContentHtml, planContentHtmlSliced } from './plans/html-plan.js';
+import type { PlanWriter, StoredPlan } from './plans/plan-store.js';
+import { contentDigest, jsonPrefixBytes, planKey, planPieces, splicedLength } from './plans/rewrite-plan.js';
+import { jsonHtmlMayNeedRewrite } from './rewriter/html-rewriter.js';
+import { rewriteMediaUrl } from './rewriter/media-url.js';
+import type { RewritePool } from './workers/rewrite-pool.js';
+
+/** A document at least this large (contentHtml's JSON bytes) is planned alone: on a worker, or in slices. */
+export const LARGE_DOCUMENT_BYTES = 1024 * 1024;
+
+/** Stored plans in use: the writer new plans go to (none: used, not written) and counts for metrics. */
+export interface PlanUse {
+  writer: PlanWriter | null;
+  counts: { reused: number; computed: number };
+}
+
+export interface RewriteStageOptions {
+  prefix: string;
+  pool: RewritePool | null;
+  /** Bytes of flagged contentHtml to plan before a batch goes to the pool. */
+  offloadBytes: number;
+  /** Stored plans (REWRITE_PLANS) and how to read a batch's; null: every flagged row is tokenized. */
+  plans: (PlanUse & { read: (ids: string[]) => Promise<ReadonlyMap<string, StoredPlan>> }) | null;
+  pause: () => Promise<void>;
+}
+
+interface Pending {
+  row: number;
+  text: Buffer;
+  digest: Buffer | null;
+}
+
+/** `cover.url`'s JSON text as exported (decisions.md D3.6), or null when there is no cover (D2.4). */
+function coverUrlJson(stored: Buffer | null, prefix: string): Buffer | null {
+  if (stored === null || stored.length === 0) return null;
+  return Buffer.from(JSON.stringify(rewriteMediaUrl(stored.toString('utf8'), prefix)));
+}
+
+/** The rewrites of `rows`. Rejects with RewriteWorkerError when a worker fails the batch. */
+export async function rewriteRows(rows: readonly DocumentRow[], opts: RewriteStageOptions): Promise<BatchRewrites> {
+  const { prefix, pool, plans } = opts;
+  const pj = jsonPrefixBytes(prefix);
+  const contentHtml = new Array<ContentHtmlJson>(rows.length);
+  const flagged: number[] = [];
+  let bytes = 0;
+  const coverUrls = rows.map((row, i) => {
+    for (const col of row) bytes += col?.length ?? 0;
+    const text = row[DOC.contentHtml];
+    if (text === null || !jsonHtmlMayNeedRewrite(text)) contentHtml[i] = text;
+    else flagged.push(i);
+    const cover = coverUrlJson(row[DOC.coverUrl], prefix);
+    bytes += (cover?.length ?? 0) - (row[DOC.coverUrl]?.length ?? 0);
+    return cover;
+  });
+  if (flagged.length === 0) return { coverUrls, contentHtml, bytes };
+  // Set once each flagged row's splice is known: its length replaces the stored text's.
+  const spliced = async (text: Buffer, plan: Buffer): Promise<ContentHtmlJson | null> => {
+    const length = plan.length === 0 ? text.length : await splicedLength(text, plan, pj.length, opts.pause);
+    if (length < 0) return null;
+    bytes += length - text.length;
+    return plan.length === 0 ? text : { [Symbol.iterator]: () => planPieces(text, plan, pj) };
+  };
+
+  const stored = plans ? await plans.read(flagged.map((i) => documentId(rows[i]!))) : null;
+  const pending: Pending[] = [];
+  for (const i of flagged) {
+    const text = rows[i]![DOC.contentHtml]!;
+    let digest: Buffer | null = null;
+    if (plans) {
+      digest = contentDigest(text, prefix);
+      const plan = stored!.get(documentId(rows[i]!));
+      // A plan whose key matches but that does not fit its text was computed wrongly: tokenize, and replace it.
+      const reused = plan !== undefined && planKey(digest, plan.plan).equals(plan.key) ? await spliced(text, plan.plan) : null;
+      if (reused !== null) {
+        contentHtml[i] = reused;
+        plans.counts.reused++;
+        continue;
+      }
+      plans.counts.computed++;
+    }
+    pending.push({ row: i, text, digest });
+  }
+
+  const planned = async (p: Pending, plan: Buffer): Promise<void> => {
+    const html = await spliced(p.text, plan);
+    if (html === null) throw new PlanFormatError('the rewriter made a plan that does not fit its text');
+    contentHtml[p.row] = html;
+    if (p.digest !== null && plans?.writer) plans.writer.offer(documentId(rows[p.row]!), planKey(p.digest, plan), plan);
+  };
+  const small: Pending[] = [];
+  let smallBytes = 0;
+  const large: Promise<void>[] = [];
+  for (const p of pending) {
+    if (p.text.length < LARGE_DOCUMENT_BYTES) {
+      small.push(p);
+      smallBytes += p.text.length;
+    } else if (pool) {
+      // Alone, so a worker never holds more than one large document of this batch.
+      const done = pool.plan([p.text], prefix).then(([plan]) => planned(p, plan!));
+      done.catch(() => {});
+      large.push(done);
+    } else {
+      await planned(p, await planContentHtmlSliced(p.text, prefix, opts.pause));
+    }
+  }
+  if (pool && small.length > 0 && smallBytes >= opts.offloadBytes) {
+    const out = await pool.plan(small.map((p) => p.text), prefix);
+    for (const [k, p] of small.entries()) await planned(p, out[k]!);
+  } else {
+    for (const p of small) {
+      await planned(p, planContentHtml(p.text, prefix));
+      await opts.pause();
+    }
+  }
+  await Promise.all(large);
+  return { coverUrls, contentHtml, bytes };
+}
+
+function documentId(row: DocumentRow): string {
+  return row[DOC.id].toString('utf8');
+}

@@ -1,0 +1,74 @@
+/**
+ * The rewrite plan format and its keys (src/export/rewrite/plans/rewrite-plan.ts): a plan applied gives
+ * the rewriter's splice for any HTML and prefix; its pieces copy the kept middle of a URL rather
+ * than repeat it; a damaged plan is refused, never applied to wrong offsets; keys change with
+ * the text, the prefix and the plan; and PLAN_RULES_VERSION must change with the rewriter's output.
+ */
+import { PlanFormatError } from '../../../../src/errors.js';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import fc from 'fast-check';
+import t from 'tap';
+import { planContentHtml } from '../../../../src/export/rewrite/plans/html-plan.js';
+import { rewriteHtml } from '../../../../src/export/rewrite/rewriter/html-rewriter.js';
+import { contentDigest, EMPTY_PLAN, jsonPrefixBytes, planFromEdits, planKey, PLAN_RULES_VERSION } from '../../../../src/export/rewrite/plans/rewrite-plan.js';
+import { arbitraryHtml } from '../../../helpers/html-arbitrary.js';
+import { applyPlan } from '../../../helpers/plans.js';
+
+const json = (s: string) => Buffer.from(JSON.stringify(s));
+const prefixes = fc.constantFrom('/media/', '/cdn/m/', 'https://proxy.example/x?u=/', '/p/');
+
+t.test('a plan applied equals the rewriter of record, for any HTML and prefix', async (t) => {
+  fc.assert(
+    fc.property(arbitraryHtml, prefixes, (h, p) => {
+      const j = json(h);
+      const out = applyPlan(j, planContentHtml(j, p), p);
+      return out.toString('utf8') === JSON.stringify(rewriteHtml(h, p));
+    }),
+    { numRuns: 2000 },
+  );
+  t.pass('held for 2,000 documents');
+});
+
+t.test('pieces: the prefix and a copy of the kept text, not the URL again', async (t) => {
+  const j = json(`<p>${'x'.repeat(300)}</p><img src="images/a-rather-long-file-name-of-a-photo.png">`);
+  const plan = planContentHtml(j, '/media/');
+  t.ok(plan.length > 0 && plan.length <= 12, `a few bytes for one edit (${plan.length})`);
+  t.notOk(plan.includes(Buffer.from('photo')), 'the URL is not in the plan');
+  t.equal(planContentHtml(json('<img src="https://cdn.example/x.png">'), '/media/'), EMPTY_PLAN, 'nothing to rewrite: the empty plan');
+  const literal = planFromEdits(Buffer.from('"ab"'), [1, 2], [Buffer.from('/media/zz')], jsonPrefixBytes('/media/'));
+  t.equal(applyPlan(Buffer.from('"ab"'), literal, '/media/').toString(), '"/media/zzb"', 'text found nowhere is kept as literal bytes');
+});
+
+t.test('a damaged plan is refused', async (t) => {
+  const j = json('<img src="a.png"><img src="b.png">');
+  const plan = planContentHtml(j, '/media/');
+  const pj = '/media/';
+  t.throws(() => applyPlan(j, plan.subarray(0, plan.length - 1), pj), PlanFormatError, 'cut short');
+  t.throws(() => applyPlan(json('<img>'), plan, pj), PlanFormatError, 'edits past the end of a shorter text');
+  t.throws(() => applyPlan(j, Buffer.from([0, 1, 1, 3]), pj), PlanFormatError, 'an unknown piece kind');
+  t.throws(() => applyPlan(j, Buffer.from([0, 1, 1, 5, 9]), pj), PlanFormatError, 'a copy from outside its edit');
+});
+
+t.test('keys: the text, the prefix and the plan each change them', async (t) => {
+  const j = json('<img src="a.png">');
+  const d = contentDigest(j, '/media/');
+  const plan = planContentHtml(j, '/media/');
+  t.equal(d.length, 32);
+  t.notSame(contentDigest(j, '/cdn/'), d, 'another prefix');
+  t.notSame(contentDigest(json('<img src="b.png">'), '/media/'), d, 'another text');
+  t.notSame(planKey(d, Buffer.concat([plan, Buffer.from([0])])), planKey(d, plan), 'another plan');
+  t.same(planKey(contentDigest(Buffer.from(j), '/media/'), plan), planKey(d, plan), 'the same text and plan: the same key');
+});
+
+t.test('PLAN_RULES_VERSION changes when the rewriter\'s output does', async (t) => {
+  // Stored plans are trusted while the version is the same: a rewriter whose output changed under
+  // an unchanged version would have old plans applied. If this fails after a deliberate change to
+  // the rewriter, raise PLAN_RULES_VERSION and put the new digest here.
+  const cases = JSON.parse(readFileSync(new URL('../fixtures/rewriter-cases.json', import.meta.url), 'utf8')) as { input: string }[];
+  const inputs = [...cases.map((c) => c.input), ...fc.sample(arbitraryHtml, { numRuns: 500, seed: 42 })];
+  const hash = createHash('sha256');
+  for (const input of inputs) for (const prefix of ['/media/', '/cdn/m/']) hash.update(JSON.stringify(rewriteHtml(input, prefix))).update('\0');
+  const digests: Record<number, string> = { 1: '73211ef511b344b26008fa0341497e52b2affa382afdb9f18a30e180b4886ff7' };
+  t.equal(`${PLAN_RULES_VERSION}:${hash.digest('hex')}`, `${PLAN_RULES_VERSION}:${digests[PLAN_RULES_VERSION]}`);
+});

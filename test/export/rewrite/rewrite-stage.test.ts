@@ -1,0 +1,108 @@
+/**
+ * The rewrite stage (src/export/rewrite/rewrite-stage.ts) and the plans it splices contentHtml's
+ * JSON text with (plans/html-plan.ts): byte for byte what decoding, rewriting with the rewriter of
+ * record and re-escaping the whole text gives, for any HTML, whether the text is planned whole or
+ * in slices cut anywhere; the same bytes whichever path rewrites a batch; a large document alone
+ * on a worker, or in slices on the event loop.
+ */
+import fc from 'fast-check';
+import t from 'tap';
+import type { BatchRewrites, ContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
+import { DOC, type DocumentRow } from '../../../src/export/encode/rows.js';
+import { planContentHtml, planContentHtmlSliced } from '../../../src/export/rewrite/plans/html-plan.js';
+import { LARGE_DOCUMENT_BYTES, rewriteRows, type RewriteStageOptions } from '../../../src/export/rewrite/rewrite-stage.js';
+import { rewriteHtml } from '../../../src/export/rewrite/rewriter/html-rewriter.js';
+import { RewritePool } from '../../../src/export/rewrite/workers/rewrite-pool.js';
+import { arbitraryHtml as html } from '../../helpers/html-arbitrary.js';
+import { rewriteJsonText, stagedRow } from '../../helpers/plans.js';
+
+const P = '/media/';
+const json = (s: string) => Buffer.from(JSON.stringify(s));
+
+t.test("the splice into the JSON text equals re-escaping the rewriter's output whole (any HTML)", async (t) => {
+  fc.assert(
+    fc.property(html, (h) => rewriteJsonText(json(h), P).toString('utf8') === JSON.stringify(rewriteHtml(h, P))),
+    { numRuns: 3000 },
+  );
+  t.pass('held for 3,000 generated documents');
+});
+
+t.test('a plan made in slices cut anywhere (escapes, UTF-8 sequences, surrogate pairs) is the plan made whole', async (t) => {
+  const tricky = fc.constantFrom('é', '€', '😀', '\n', '"', '\\', '\u0001', '\u2028', '<img src="a b.png">', "<img src='c\"d'>", '&amp;');
+  const text = fc.array(fc.oneof(html, tricky), { maxLength: 6 }).map((parts) => parts.join(''));
+  await fc.assert(
+    fc.asyncProperty(text, fc.integer({ min: 1, max: 40 }), async (h, pieceBytes) => {
+      const j = json(h);
+      const sliced = await planContentHtmlSliced(j, P, async () => {}, pieceBytes);
+      return sliced.equals(planContentHtml(j, P, Infinity)) && planContentHtml(j, P, pieceBytes).equals(sliced);
+    }),
+    { numRuns: 2000 },
+  );
+  t.pass('held for 2,000 generated documents and slice sizes');
+});
+
+t.test('unchanged HTML comes back as the very same Buffer', async (t) => {
+  const j = json('<img src="data:image/png;base64,AAAA"><img src="https://cdn/x.png">');
+  t.equal(rewriteJsonText(j, P), j);
+});
+
+/** contentHtml's JSON text as one Buffer, from a stored text or the pieces of a splice. */
+const joined = (h: ContentHtmlJson): Buffer | null => (h === null || Buffer.isBuffer(h) ? h : Buffer.concat([...h]));
+
+function row(contentHtml: string | null, coverUrl: string | null = null): DocumentRow {
+  const r: DocumentRow = [Buffer.from('{"id":"d","cover":'), null, Buffer.from('"center"'), Buffer.from(',"contentHtml":'), null, Buffer.from('d')];
+  r[DOC.id] = Buffer.from(`d-${Math.random()}`);
+  r[DOC.contentHtml] = contentHtml === null ? null : json(contentHtml);
+  r[DOC.coverUrl] = coverUrl === null ? null : Buffer.from(coverUrl);
+  return r;
+}
+
+function options(pool: RewritePool | null, over: Partial<RewriteStageOptions> = {}): RewriteStageOptions {
+  return { prefix: P, pool, offloadBytes: 0, plans: null, pause: async () => {}, ...over };
+}
+
+/** The bytes a batch's rewrites stand for: what `bytes` promises. */
+function sizeOf(rows: DocumentRow[], out: BatchRewrites): number {
+  let n = 0;
+  rows.forEach((r, i) => {
+    for (const [k, col] of r.entries()) if (k !== DOC.contentHtml && k !== DOC.coverUrl) n += col?.length ?? 0;
+    n += out.coverUrls[i]?.length ?? 0;
+    n += joined(out.contentHtml[i]!)?.length ?? 0;
+  });
+  return n;
+}
+
+t.test('one path whatever runs it: the same bytes inline and on a worker, as the encoder tests expect', async (t) => {
+  const pool = new RewritePool(1);
+  t.teardown(() => pool.close());
+  const rows = [
+    row(null),
+    row(''),
+    row('<p>no media</p>', '/covers/1.png'),
+    row('<img src="a.png">', 'https://cdn/c.png'),
+    row('<p>' + 'x'.repeat(70_000) + '<img src="b.png"></p>'),
+  ];
+  const inline = await rewriteRows(rows, options(null));
+  const pooled = await rewriteRows(rows, options(pool));
+  t.same(pooled.contentHtml.map(joined).map(String), inline.contentHtml.map(joined).map(String), 'same bytes from the worker');
+  t.same(inline.contentHtml.map(joined), rows.map((r) => joined(stagedRow(r, P).html)), 'what the encoder tests and benchmark encode');
+  t.same(inline.coverUrls, rows.map((r) => stagedRow(r, P).coverUrl), 'cover URLs rewritten (D3.6)');
+  t.equal(inline.contentHtml[2], rows[2]![DOC.contentHtml], 'passed through as stored');
+  t.equal(inline.bytes, sizeOf(rows, inline), 'bytes counts the rows as they will be written');
+  t.equal(pooled.bytes, inline.bytes);
+});
+
+t.test('a large document: alone on a worker when there are workers, in slices on the event loop otherwise', async (t) => {
+  const big = row('<img src="a.png">' + '<p>y</p>'.repeat(LARGE_DOCUMENT_BYTES / 8) + '<img src=z.png>');
+  let pauses = 0;
+  const inline = await rewriteRows([big], options(null, { pause: async () => void pauses++ }));
+  t.ok(pauses >= 4, `the event loop's planning paused between slices (${pauses} pauses)`);
+  const text = joined(inline.contentHtml[0]!)!.toString();
+  t.match(text.slice(0, 40), /\/media\/a\.png/);
+  t.match(text.slice(-40), /\/media\/z\.png/);
+  const pool = new RewritePool(1);
+  const pooled = await rewriteRows([big], options(pool));
+  t.ok(joined(pooled.contentHtml[0]!)!.equals(joined(inline.contentHtml[0]!)!), 'the worker planned the same bytes');
+  await pool.close();
+  await t.rejects(rewriteRows([big], options(pool)), 'and it was the worker that planned it: a closed pool fails the batch');
+});

@@ -1,0 +1,73 @@
+/**
+ * The parse5 internals the rewriter's tokenizer (src/export/rewrite/rewriter/html-tokenizer.ts) relies on,
+ * checked one by one, so that a parse5 upgrade that changes them fails here by name rather than as
+ * a wrong byte somewhere in an export. parse5 and parse5-sax-parser are pinned to exact versions
+ * in package.json; this test is what an upgrade must pass.
+ */
+import { readFileSync } from 'node:fs';
+import t from 'tap';
+import { SAXParser, type StartTag } from 'parse5-sax-parser';
+import { SyncSaxParser } from '../../../../src/export/rewrite/rewriter/html-tokenizer.js';
+
+const pkg = JSON.parse(readFileSync(new URL('../../../../package.json', import.meta.url), 'utf8')) as {
+  dependencies: Record<string, string>;
+};
+
+/** The tokenizer's fields as html-tokenizer.ts reads them. */
+interface TokenizerInternals {
+  _stateData?: unknown;
+  inForeignNode?: unknown;
+  preprocessor?: { html?: unknown; pos?: unknown; isEol?: unknown };
+  write(html: string, last: boolean): void;
+}
+
+t.test('parse5 and parse5-sax-parser are pinned to the exact versions installed', async (t) => {
+  for (const name of ['parse5', 'parse5-sax-parser']) {
+    const wanted = pkg.dependencies[name];
+    t.match(wanted, /^\d+\.\d+\.\d+$/, `${name} is an exact version in package.json`);
+    const manifest = new URL(`../../../../node_modules/${name}/package.json`, import.meta.url);
+    const installed = (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version;
+    t.equal(installed, wanted, `${name} installed is the pinned one`);
+  }
+});
+
+t.test("the tokenizer's data state, preprocessor and foreign-content flag exist with the shapes relied on", async (t) => {
+  const plain = new SAXParser({ sourceCodeLocationInfo: true });
+  const tz = (plain as unknown as { tokenizer: TokenizerInternals }).tokenizer;
+  t.type(tz._stateData, 'function', 'Tokenizer._stateData: the data state, replaced by the fast path');
+  t.type(tz.inForeignNode, 'boolean', 'Tokenizer.inForeignNode');
+  t.type(tz.preprocessor?.pos, 'number', 'Preprocessor.pos');
+  t.type(tz.preprocessor?.isEol, 'boolean', 'Preprocessor.isEol');
+  tz.write('<p>x', false);
+  t.equal(tz.preprocessor?.html, '<p>x', 'Preprocessor.html holds the input written');
+
+  const ours = new SyncSaxParser(() => {});
+  const patched = (ours as unknown as { tokenizer: TokenizerInternals }).tokenizer;
+  t.not(patched._stateData, tz._stateData, 'SyncSaxParser installs its data-state fast path');
+});
+
+t.test('what the rewriter gets from the tokenizer: start tags with attribute offsets, foreign content flagged, synchronously', async (t) => {
+  const html = 'text <b>bold</b><img src="a.png" alt=x><svg><image href=s.png></image></svg><img src=b.png>&amp; end';
+  const seen: { name: string; foreign: boolean; src?: [number, number] }[] = [];
+  const sax = new SyncSaxParser((tag: StartTag, foreign) => {
+    const loc = (tag.sourceCodeLocation as { attrs?: Record<string, { startOffset: number; endOffset: number }> } | null)?.attrs;
+    const src = loc?.src;
+    seen.push({ name: tag.tagName, foreign, ...(src ? { src: [src.startOffset, src.endOffset] as [number, number] } : {}) });
+  });
+  sax.tokenize(html, true);
+  t.same(
+    seen.map((s) => [s.name, s.foreign]),
+    [
+      ['b', false],
+      ['img', false],
+      ['svg', true],
+      ['image', true],
+      ['img', false],
+    ],
+    'every start tag, in order, before feed returns; <svg> and what it holds flagged foreign',
+  );
+  const first = seen.find((s) => s.name === 'img')!;
+  t.equal(html.slice(first.src![0], first.src![1]), 'src="a.png"', 'attribute offsets span name to closing quote');
+  const last = seen.filter((s) => s.name === 'img')[1]!;
+  t.equal(html.slice(last.src![0], last.src![1]), 'src=b.png', 'offsets stay exact after text the fast path skipped');
+});
