@@ -1,21 +1,18 @@
 /**
- * `kb-export backup`: the client that cron jobs, CI pipelines and ETL schedulers run. It writes a
- * verified export to PATH atomically (output.ts), retries what can succeed later, and says with
- * its exit code what happened:
- * - 0: written, or unchanged (`--if-changed` and a 304);
- * - 1: failed after its retries (the server unavailable, the body cut short every time);
- * - 2: a usage error (a bad option, no key);
- * - 3: the key refused (401) or the knowledge base not found (404), or a 400: retrying cannot help.
- * Retries: 429 and 503 wait for Retry-After (at most 60 s, plus up to half of it at random, so many
- * clients do not return at once); connection errors and cut bodies retry from the start after 1 s,
- * 2 s, 4 s … (at most 30 s). The key comes from KB_EXPORT_API_KEY or --key-file, never argv.
+ * `kb-export backup`: a verified export written to PATH atomically (output.ts), retried while it
+ * can still succeed. Exit codes (README "Backups"): 0 written or unchanged, 1 failed after its
+ * retries or PATH unwritable, 2 usage, 3 refused (401, 404, 400). 429 and 503 wait for Retry-After
+ * with jitter; cut bodies and connection errors back off from 1 s to 30 s. The key comes from
+ * KB_EXPORT_API_KEY or --key-file, never argv.
  */
 import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { attemptBackup, type AttemptResult } from './download.js';
-import { etagFileOf } from './output.js';
+import { attemptBackup } from './download.js';
+import { fileEncodingOf, hasZstd } from './output.js';
+import { attemptIncremental, type IncrementalResult } from './incremental.js';
+import { currentEtag, currentToken, type TokenOptions } from './record.js';
 import type { BackupFormat } from './verify.js';
-import { progressReporter } from '../cli/progress.js';
+import { progressReporter } from '../observe/progress.js';
 
 interface BackupOptions {
   server: string;
@@ -25,17 +22,19 @@ interface BackupOptions {
   includeCategories: boolean;
   html: boolean;
   ifChanged: boolean;
+  /** Merge the delta since PATH.token into PATH (incremental.ts). */
+  incremental?: boolean;
   retries: number;
   timeoutS: number;
   quiet: boolean;
   keyFile?: string;
 }
 
-/** A failure with its exit code; the message is printed as it is. */
+/** A failure with its exit code (4: `changes` only, an expired token); the message is printed as it is. */
 export class BackupError extends Error {
   constructor(
     message: string,
-    readonly exitCode: 1 | 2 | 3,
+    readonly exitCode: 1 | 2 | 3 | 4,
   ) {
     super(message);
   }
@@ -45,7 +44,7 @@ const RETRY_AFTER_CAP_S = 60;
 const BACKOFF_MAX_MS = 30_000;
 
 /** The key: from --key-file (first line) or KB_EXPORT_API_KEY. Throws BackupError (2) when there is none. */
-async function apiKey(o: BackupOptions, env: NodeJS.ProcessEnv): Promise<string> {
+export async function apiKey(o: Pick<BackupOptions, 'keyFile'>, env: NodeJS.ProcessEnv): Promise<string> {
   if (o.keyFile !== undefined) {
     const text = await readFile(o.keyFile, 'utf8').catch(() => {
       throw new BackupError(`cannot read the key file ${o.keyFile}`, 2);
@@ -59,7 +58,8 @@ async function apiKey(o: BackupOptions, env: NodeJS.ProcessEnv): Promise<string>
   return key;
 }
 
-function exportUrl(o: BackupOptions): string {
+/** The export's URL for the options; throws BackupError (2) for a --server that is not an http(s) URL. */
+export function exportUrl(o: Pick<BackupOptions, 'server' | 'book' | 'includeCategories' | 'html'>): string {
   let base: URL;
   try {
     base = new URL(o.server);
@@ -76,9 +76,24 @@ function exportUrl(o: BackupOptions): string {
 /** Runs the backup; resolves with the final line to print. Throws BackupError. */
 export async function runBackup(o: BackupOptions, log: (line: string) => void, env: NodeJS.ProcessEnv = process.env): Promise<string> {
   if (o.out === '-' && o.ifChanged) throw new BackupError('--if-changed needs a file: it keeps the ETag beside it', 2);
+  if (o.out === '-' && o.incremental) throw new BackupError('--incremental needs a file: it merges the changes into it', 2);
+  if (o.ifChanged && o.incremental) throw new BackupError('--incremental and --if-changed do not go together: an incremental backup already downloads only what changed', 2);
   const key = await apiKey(o, env);
   const url = exportUrl(o);
-  const etag = o.ifChanged ? ((await readFile(etagFileOf(o.out), 'utf8').catch(() => '')).trim() || null) : null;
+  if (fileEncodingOf(o.out) === 'zstd' && !hasZstd()) throw new BackupError(`--out ${o.out}: .zst needs a Node.js with zstd (22.15 or later)`, 2);
+  let etag: string | null = null;
+  if (o.ifChanged) {
+    const current = await currentEtag(o.out);
+    etag = current.etag;
+    if (current.why !== null && !o.quiet) log(current.why);
+  }
+  const tokenOptions: TokenOptions = { book: o.book, format: o.format, includeCategories: o.includeCategories, html: o.html };
+  let token: string | null = null;
+  if (o.incremental) {
+    const current = await currentToken(o.out, tokenOptions);
+    token = current.token;
+    if (current.why !== null && !o.quiet) log(current.why);
+  }
   const started = Date.now();
   let lastBytes = 0;
   let lastReport = Date.now();
@@ -94,12 +109,27 @@ export async function runBackup(o: BackupOptions, log: (line: string) => void, e
   let failures = 0;
   for (;;) {
     lastBytes = 0;
-    const result: AttemptResult = await attemptBackup({ url, key, format: o.format, out: o.out, etag, keepEtag: o.ifChanged, timeoutS: o.timeoutS, onBytes });
+    const result: IncrementalResult =
+      token !== null
+        ? await attemptIncremental({ url, key, format: o.format, out: o.out, token, options: tokenOptions, timeoutS: o.timeoutS, onBytes })
+        : await attemptBackup({ url, key, format: o.format, out: o.out, etag, keepEtag: o.ifChanged, keepToken: o.incremental ? tokenOptions : null, timeoutS: o.timeoutS, onBytes });
     bar?.stop();
+    if (result.kind === 'fallback') {
+      if (!o.quiet) log(result.why);
+      token = null;
+      continue;
+    }
     const seconds = ((Date.now() - started) / 1000).toFixed(1);
     if (result.kind === 'written') {
-      return `wrote ${o.out}: ${result.documents} documents, ${result.bytes} bytes in ${seconds} s, ETag ${result.etag ?? 'none'}`;
+      if (result.delta !== undefined) {
+        const d = result.delta;
+        return `merged ${o.out}: ${result.documents} documents, ${result.bytes} bytes (${result.fileBytes} on disk) from a delta of ${d.changed} changed or new and ${d.removed} removed (${d.bytes} bytes) in ${seconds} s`;
+      }
+      const onDisk =
+        result.fileBytes === result.bytes ? '' : ` (${result.fileBytes} on disk, ${result.fromServer !== null ? `${result.fromServer} as the server sent it` : 'compressed here'})`;
+      return `wrote ${o.out}: ${result.documents} documents, ${result.bytes} bytes${onDisk} in ${seconds} s, ETag ${result.etag ?? 'none'}`;
     }
+    if (result.kind === 'unwritable') throw new BackupError(`backup failed: ${result.reason}; ${o.out === '-' ? 'the output is incomplete' : `${o.out} was left as it was`}`, 1);
     if (result.kind === 'unchanged') return `unchanged: ${o.out} is current (ETag ${result.etag}), nothing downloaded`;
     if (result.kind === 'refused' && [400, 401, 404].includes(result.status)) {
       throw new BackupError(`the server refused the export: ${result.status} ${result.code}: ${result.message}`, 3);

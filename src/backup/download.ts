@@ -2,12 +2,16 @@
  * One attempt at a backup: the export requested with undici (JSON or NDJSON, compressed in transit
  * when the server offers it, `If-None-Match` with `--if-changed`), decoded, verified as it streams
  * (verify.ts) and written to the output (output.ts), which is committed only when the body is whole.
+ * When PATH's compression (.gz, .br, .zst) is the response's Content-Encoding, the server's bytes
+ * go to the file as they arrive while a decompressed copy of them is verified beside: nothing is
+ * compressed twice. Any other encoding is decoded, verified and compressed again for the file.
  */
 import { pipeline } from 'node:stream/promises';
-import { PassThrough, Transform } from 'node:stream';
+import { PassThrough, Transform, type Writable } from 'node:stream';
 import zlib from 'node:zlib';
-import { request } from 'undici';
-import { openOutput } from './output.js';
+import { request, type Dispatcher } from 'undici';
+import { fileEncodingOf, hasZstd, openOutput, OutputError, type FileEncoding } from './output.js';
+import type { TokenOptions } from './record.js';
 import { bodyVerifier, incompleteReason, type BackupFormat } from './verify.js';
 
 interface AttemptOptions {
@@ -19,39 +23,115 @@ interface AttemptOptions {
   etag: string | null;
   /** Keep the new ETag in PATH.etag (--if-changed). */
   keepEtag: boolean;
+  /** Keep the export's change token in PATH.token, issued for these options (--incremental). */
+  keepToken?: TokenOptions | null;
   /** Bounds connecting and each wait for data, seconds. */
   timeoutS: number;
+  /** Decoded (JSON) bytes received so far. */
   onBytes?: (bytes: number) => void;
 }
 
-/** How an attempt ended. `retryAfterS` comes from the server's Retry-After. */
+/** What an incremental backup merged: the delta's documents and removed ids, and its decoded bytes. */
+export interface DeltaSummary {
+  changed: number;
+  removed: number;
+  bytes: number;
+}
+
+/**
+ * How an attempt ended. `retryAfterS` comes from the server's Retry-After; `unwritable` is a
+ * failure of the local files (retrying cannot help). `bytes` are decoded (JSON) bytes, `fileBytes`
+ * the file's, and `fromServer` the file's compression when it holds the server's bytes.
+ */
 export type AttemptResult =
-  | { kind: 'written'; documents: number; bytes: number; etag: string | null }
+  | { kind: 'written'; documents: number; bytes: number; fileBytes: number; fromServer: FileEncoding | null; etag: string | null; delta?: DeltaSummary }
   | { kind: 'unchanged'; etag: string }
   | { kind: 'refused'; status: number; code: string; message: string; retryAfterS: number | null }
-  | { kind: 'broken'; reason: string };
+  | { kind: 'broken'; reason: string }
+  | { kind: 'unwritable'; reason: string };
 
-type ZstdZlib = typeof zlib & { createZstdDecompress?: () => Transform };
-const ACCEPT_ENCODING = typeof (zlib as ZstdZlib).createZstdDecompress === 'function' ? 'zstd, br, gzip' : 'br, gzip';
+const OFFERED: FileEncoding[] = hasZstd() ? ['zstd', 'br', 'gzip'] : ['br', 'gzip'];
 
-function decoder(encoding: string | undefined): Transform {
-  if (encoding === 'gzip') return zlib.createGunzip();
-  if (encoding === 'br') return zlib.createBrotliDecompress();
-  if (encoding === 'zstd' && (zlib as ZstdZlib).createZstdDecompress) return (zlib as ZstdZlib).createZstdDecompress!();
+/** Accept-Encoding: the file's own compression first when it has one, the others as a second choice. */
+export function acceptEncoding(file: FileEncoding | null): string {
+  if (file === null || !OFFERED.includes(file)) return OFFERED.join(', ');
+  return [file, ...OFFERED.filter((e) => e !== file).map((e) => `${e};q=0.5`)].join(', ');
+}
+
+/** A decompressor for a response's Content-Encoding (a pass-through for identity). */
+export function decoder(encoding: string): Transform {
+  if (encoding === 'gzip') return zlib.createGunzip({ chunkSize: 64 * 1024 });
+  if (encoding === 'br') return zlib.createBrotliDecompress({ chunkSize: 64 * 1024 });
+  if (encoding === 'zstd' && hasZstd()) return (zlib as unknown as { createZstdDecompress(): Transform }).createZstdDecompress();
   return new PassThrough();
 }
 
-const header = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
+export const header = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
 
-/** Runs one attempt. Connection errors come back as `broken`, never thrown. */
+/** A Transform that counts the bytes passing through it. */
+export function counter(onBytes: (bytes: number) => void): Transform {
+  let bytes = 0;
+  return new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      bytes += chunk.length;
+      onBytes(bytes);
+      cb(null, chunk);
+    },
+  });
+}
+
+/**
+ * Passes every chunk on unchanged and writes it to `side` too, at the pace of the slower of the
+ * two; ends once `side` finished. `side` is the first stage of `sideDone`, whose failure fails this.
+ */
+export function teeTo(side: Writable, sideDone: Promise<void>): Transform {
+  const tee = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      if (side.write(chunk)) cb(null, chunk);
+      else side.once('drain', () => cb(null, chunk));
+    },
+    flush(cb) {
+      side.end();
+      sideDone.then(() => cb(), cb);
+    },
+    destroy(err, cb) {
+      side.destroy();
+      cb(err);
+    },
+  });
+  sideDone.catch((err: Error) => tee.destroy(err));
+  return tee;
+}
+
+/** A refusal's status, the code and message of its error envelope, and Retry-After. */
+export async function refusal(res: Dispatcher.ResponseData): Promise<Extract<AttemptResult, { kind: 'refused' }>> {
+  const text = await res.body.text().catch(() => '');
+  let envelope: { code?: string; message?: string } = {};
+  try {
+    envelope = JSON.parse(text) as typeof envelope;
+  } catch {
+    envelope = { message: text.slice(0, 200) };
+  }
+  const retryAfter = Number(header(res.headers['retry-after']));
+  return {
+    kind: 'refused',
+    status: res.statusCode,
+    code: envelope.code ?? `HTTP_${res.statusCode}`,
+    message: envelope.message ?? '',
+    retryAfterS: Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter : null,
+  };
+}
+
+/** Runs one attempt. Connection and write errors come back as `broken` and `unwritable`, never thrown. */
 export async function attemptBackup(o: AttemptOptions): Promise<AttemptResult> {
+  const fileEncoding = o.out === '-' ? null : fileEncodingOf(o.out);
   let res;
   try {
     res = await request(o.url, {
       headers: {
         authorization: `Bearer ${o.key}`,
         accept: o.format === 'ndjson' ? 'application/x-ndjson' : 'application/json',
-        'accept-encoding': ACCEPT_ENCODING,
+        'accept-encoding': acceptEncoding(fileEncoding),
         ...(o.etag ? { 'if-none-match': o.etag } : {}),
       },
       headersTimeout: o.timeoutS * 1000,
@@ -65,44 +145,38 @@ export async function attemptBackup(o: AttemptOptions): Promise<AttemptResult> {
     await res.body.dump();
     return { kind: 'unchanged', etag: etag ?? o.etag ?? '' };
   }
-  if (res.statusCode !== 200) {
-    const text = await res.body.text().catch(() => '');
-    let envelope: { code?: string; message?: string } = {};
-    try {
-      envelope = JSON.parse(text) as typeof envelope;
-    } catch {
-      envelope = { message: text.slice(0, 200) };
-    }
-    const retryAfter = Number(header(res.headers['retry-after']));
-    return {
-      kind: 'refused',
-      status: res.statusCode,
-      code: envelope.code ?? `HTTP_${res.statusCode}`,
-      message: envelope.message ?? '',
-      retryAfterS: Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter : null,
-    };
+  if (res.statusCode !== 200) return refusal(res);
+  const contentEncoding = (header(res.headers['content-encoding']) ?? 'identity').trim().toLowerCase();
+  const asSent = fileEncoding !== null && contentEncoding === fileEncoding;
+  let output;
+  try {
+    output = await openOutput(o.out, { encoded: asSent });
+  } catch (err) {
+    res.body.destroy();
+    if (err instanceof OutputError) return { kind: 'unwritable', reason: err.message };
+    throw err;
   }
-  const output = await openOutput(o.out);
   const verifier = bodyVerifier(o.format);
   let bytes = 0;
-  // Every decoded byte goes to the verifier and on to the file, at the pace of the slower.
-  const tee = new Transform({
-    transform(chunk: Buffer, _enc, cb) {
-      bytes += chunk.length;
-      o.onBytes?.(bytes);
-      if (verifier.write(chunk)) cb(null, chunk);
-      else verifier.once('drain', () => cb(null, chunk));
-    },
-    flush(cb) {
-      verifier.end(() => cb());
-    },
+  const count = counter((n) => {
+    bytes = n;
+    o.onBytes?.(n);
   });
-  verifier.on('error', (err) => tee.destroy(err));
   try {
-    await pipeline(res.body, decoder(header(res.headers['content-encoding'])), tee, output.stream);
+    if (asSent) {
+      // The server's bytes to the file; their decompressed copy to the verifier.
+      const decode = decoder(contentEncoding);
+      const verified = pipeline(decode, count, verifier);
+      verified.catch(() => {});
+      await pipeline(res.body, teeTo(decode, verified), ...output.stages);
+    } else {
+      const verified = new Promise<void>((resolve, reject) => verifier.once('finish', resolve).once('error', reject));
+      await pipeline(res.body, decoder(contentEncoding), count, teeTo(verifier, verified), ...output.stages);
+    }
   } catch (err) {
     await output.abort();
     res.body.destroy();
+    if (err instanceof OutputError) return { kind: 'unwritable', reason: err.message };
     return { kind: 'broken', reason: (err as Error).message };
   }
   const verdict = verifier.verdict();
@@ -111,6 +185,12 @@ export async function attemptBackup(o: AttemptOptions): Promise<AttemptResult> {
     await output.abort();
     return { kind: 'broken', reason: why };
   }
-  await output.commit(o.keepEtag ? etag : null);
-  return { kind: 'written', documents: verdict.documents, bytes, etag };
+  try {
+    const token = header(res.headers['export-change-token']);
+    await output.commit(o.keepEtag ? etag : null, o.keepToken && token ? { token, options: o.keepToken } : null);
+  } catch (err) {
+    await output.abort();
+    return { kind: 'unwritable', reason: (err as Error).message };
+  }
+  return { kind: 'written', documents: verdict.documents, bytes, fileBytes: output.written(), fromServer: asSent ? fileEncoding : null, etag };
 }

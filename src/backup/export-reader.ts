@@ -1,8 +1,10 @@
 /**
  * Reads an export file back (`kb-export restore`): JSON or NDJSON, plain or compressed by its name
  * (`.gz`, `.br`, `.zst`), one record at a time, so memory stays bounded by the largest document.
- * Yields the book first, then each document, and checks at the end that `meta.count` is there and
- * equals the documents read (a truncated backup is refused, never restored in part).
+ * Refuses a body that does not begin with `"success": true` (an error envelope saved as a backup,
+ * or any other file) before anything is read, yields the book first, then each document, and checks
+ * at the end that `meta.count` is there and equals the documents read (a truncated backup is
+ * refused, never restored in part).
  */
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
@@ -17,7 +19,8 @@ type ExportRecord = { kind: 'book'; book: Record<string, unknown> } | { kind: 'd
 
 type ZstdZlib = typeof zlib & { createZstdDecompress?: () => Transform };
 
-function decompressed(file: string): Readable {
+/** A file's bytes, decompressed by its name (`.gz`, `.br`, `.zst`). Throws for .zst without runtime support. */
+export function decompressed(file: string): Readable {
   const raw = createReadStream(file);
   const wrap = (t: Transform) => {
     raw.on('error', (err) => t.destroy(err));
@@ -38,11 +41,14 @@ function isNdjsonFile(file: string): boolean {
   return /\.(ndjson|jsonl)(\.(gz|br|zst))?$/.test(file);
 }
 
+const NOT_AN_EXPORT = 'is not a successful export: it does not begin with "success": true';
+
 /** The records of an export file. Throws when it is not a whole export. */
 export async function* readExport(file: string, ndjson = isNdjsonFile(file)): AsyncGenerator<ExportRecord> {
   let documents = 0;
   let count: number | null = null;
   let book = false;
+  let success = false;
   const take = function* (value: Record<string, unknown>, where: 'book' | 'document' | 'meta') {
     if (where === 'book') {
       book = true;
@@ -63,7 +69,9 @@ export async function* readExport(file: string, ndjson = isNdjsonFile(file)): As
       if (line === '') continue;
       const record = JSON.parse(line) as Record<string, unknown>;
       if (n++ === 0) {
-        if (record.success !== true || typeof record.book !== 'object') throw new Error('the first line is not {"success":true,"book":{…}}');
+        if (record.success !== true) throw new Error(`${file} ${NOT_AN_EXPORT} on its first line`);
+        success = true;
+        if (typeof record.book !== 'object' || record.book === null) throw new Error(`${file}: the first line has no "book"`);
         yield* take(record.book as Record<string, unknown>, 'book');
       } else if ('meta' in record) yield* take(record.meta as Record<string, unknown>, 'meta');
       else yield* take(record, 'document');
@@ -71,16 +79,21 @@ export async function* readExport(file: string, ndjson = isNdjsonFile(file)): As
   } else {
     const values = streamValues.asStream();
     // Any stage's error (a file that is not JSON, a cut gzip stream) ends the iteration with it.
-    pipeline(decompressed(file), parser.asStream(), pick.asStream({ filter: /^(?:book|meta|documents\.\d+)$/ }), values).catch((err: Error) =>
+    pipeline(decompressed(file), parser.asStream(), pick.asStream({ filter: /^(?:success|book|meta|documents\.\d+)$/ }), values).catch((err: Error) =>
       values.destroy(err),
     );
-    for await (const { value } of values as AsyncIterable<{ value: Record<string, unknown> }>) {
-      // pick passes the values in file order: the book, the documents, then meta.
-      if (!book) yield* take(value, 'book');
+    for await (const { value } of values as AsyncIterable<{ value: Record<string, unknown> | boolean }>) {
+      // pick passes the values in file order: success, the book, the documents, then meta.
+      if (!success) {
+        if (value !== true) throw new Error(`${file} ${NOT_AN_EXPORT}`);
+        success = true;
+      } else if (typeof value !== 'object' || value === null) throw new Error(`${file}: a book, document or meta that is not an object`);
+      else if (!book) yield* take(value, 'book');
       else if (count === null && 'count' in value && !('id' in value)) yield* take(value, 'meta');
       else yield* take(value, 'document');
     }
   }
+  if (!success) throw new Error(`${file} ${NOT_AN_EXPORT}`);
   if (!book) throw new Error('no book in the file');
   if (count === null) throw new Error('no meta.count: the export was cut short');
   if (count !== documents) throw new Error(`meta.count is ${count} but the file holds ${documents} documents`);

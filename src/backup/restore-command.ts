@@ -9,9 +9,10 @@
  * with the media proxy prefix they were exported with, which a later export leaves as it is
  * (decisions.md D3.2).
  */
+import { SeedError } from '../errors.js';
 import type { Config } from '../config.js';
-import { withDatabase } from '../cli/database-command.js';
-import { SeedError, validateBook, validateDocument } from '../load/seed-validate.js';
+import { withDatabase } from '../db/with-database.js';
+import { validateBook, validateDocument } from '../load/seed-validate.js';
 import { SeedWriter } from '../load/seed-writer.js';
 import { readExport } from './export-reader.js';
 import { inTransaction } from '../db/transaction.js';

@@ -1,11 +1,11 @@
 /**
- * Checks an export body as it streams, with memory bounded by one document (export-api.md 4.1,
- * decisions.md D6.3, D9.4): well-formed, `success: true`, and a `meta.count` equal to the documents
- * counted. JSON is read with stream-json's token stream (documents are counted, never assembled);
- * NDJSON line by line.
+ * Checks an export body as it streams, in constant memory (export-api.md 4.1, decisions.md D6.3,
+ * D9.4): well-formed JSON, `success: true`, and a `meta.count` equal to the documents counted.
+ * JSON: one object whose `documents` array holds the documents; NDJSON: the book line, one
+ * document per line, `{"meta":{"count":N}}` last. Both read by json-scan.ts, which assembles nothing.
  */
 import { Writable } from 'node:stream';
-import { parser } from 'stream-json';
+import { JsonScanner, type ScanHandlers } from './json-scan.js';
 
 export type BackupFormat = 'json' | 'ndjson';
 
@@ -21,103 +21,86 @@ interface BodyVerifier extends Writable {
   verdict(): BodyVerdict;
 }
 
-/** A verifier for a JSON body: one object whose `documents` array holds the documents. */
-function jsonVerifier(): BodyVerifier {
-  const tokens = parser.asStream();
-  let depth = 0;
-  let key: string | null = null;
-  let inDocuments = false;
-  let documents = 0;
-  let count: number | null = null;
-  let success = false;
-  let metaOpen = false;
-  tokens.on('data', (t: { name: string; value?: unknown }) => {
-    switch (t.name) {
-      case 'startObject':
-      case 'startArray':
-        if (inDocuments && depth === 2 && t.name === 'startObject') documents++;
-        if (depth === 1 && key === 'documents' && t.name === 'startArray') inDocuments = true;
-        if (depth === 1 && key === 'meta' && t.name === 'startObject') metaOpen = true;
-        depth++;
-        key = null;
-        break;
-      case 'endObject':
-      case 'endArray':
-        depth--;
-        if (depth === 1) inDocuments = metaOpen = false;
-        break;
-      case 'keyValue':
-        key = t.value as string;
-        break;
-      case 'trueValue':
-        if (depth === 1 && key === 'success') success = true;
-        break;
-      case 'numberValue':
-        if (metaOpen && depth === 2 && key === 'count') count = Number(t.value);
-        break;
-      default:
-    }
-  });
-  const done = new Promise<void>((resolve, reject) => tokens.on('end', resolve).on('error', reject));
-  done.catch(() => {});
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      if (tokens.write(chunk)) cb();
-      else tokens.once('drain', () => cb());
-    },
-    final(cb) {
-      tokens.end();
-      done.then(() => cb(), cb);
-    },
-  }) as BodyVerifier;
-  tokens.on('error', (err) => sink.destroy(err));
-  tokens.resume();
-  sink.verdict = () => ({ documents, count, success });
-  return sink;
-}
-
-/** A verifier for NDJSON: the book line, one document per line, `{"meta":{"count":N}}` last. */
-function ndjsonVerifier(maxLineBytes = 512 * 1024 * 1024): BodyVerifier {
-  let partial: Buffer[] = [];
-  let partialBytes = 0;
-  let line = 0;
-  let documents = 0;
-  let count: number | null = null;
-  let success = false;
-  const take = (bytes: Buffer) => {
-    const record = JSON.parse(bytes.toString('utf8')) as Record<string, unknown>;
-    if (count !== null) throw new Error('a line after the meta line');
-    if (line++ === 0) success = record.success === true;
-    else if ('meta' in record) count = Number((record.meta as { count?: unknown }).count);
-    else documents++;
-  };
+function scanningSink(scanner: JsonScanner, verdict: () => BodyVerdict): BodyVerifier {
   const sink = new Writable({
     write(chunk: Buffer, _enc, cb) {
       try {
-        let from = 0;
-        for (let nl = chunk.indexOf(10); nl >= 0; nl = chunk.indexOf(10, from)) {
-          partial.push(chunk.subarray(from, nl));
-          take(Buffer.concat(partial));
-          partial = [];
-          partialBytes = 0;
-          from = nl + 1;
-        }
-        if (from < chunk.length) {
-          partial.push(chunk.subarray(from));
-          partialBytes += chunk.length - from;
-          if (partialBytes > maxLineBytes) throw new Error('a line longer than any document');
-        }
+        scanner.write(chunk);
         cb();
       } catch (err) {
         cb(err as Error);
       }
     },
     final(cb) {
-      cb(partialBytes > 0 ? new Error('the body ends inside a line') : null);
+      try {
+        scanner.end();
+        cb();
+      } catch (err) {
+        cb(err as Error);
+      }
     },
   }) as BodyVerifier;
-  sink.verdict = () => ({ documents, count, success });
+  sink.verdict = verdict;
   return sink;
+}
+
+/** A verifier for a JSON body. */
+function jsonVerifier(): BodyVerifier {
+  let documents = 0;
+  let count: number | null = null;
+  let success = false;
+  let inDocuments = false;
+  let inMeta = false;
+  const handlers: ScanHandlers = {
+    value(kind, depth, s) {
+      if (depth === 1) {
+        inDocuments = s.topKey === 'documents' && kind === 'array';
+        inMeta = s.topKey === 'meta' && kind === 'object';
+        if (s.topKey === 'success' && kind === 'true') success = true;
+      } else if (depth === 2) {
+        if (inDocuments && kind === 'object') documents++;
+        if (inMeta && s.innerKey === 'count' && kind === 'number') return true;
+      }
+      return false;
+    },
+    number(text) {
+      count = text === null ? NaN : Number(text);
+    },
+  };
+  return scanningSink(new JsonScanner(handlers), () => ({ documents, count, success }));
+}
+
+/** A verifier for NDJSON. */
+function ndjsonVerifier(): BodyVerifier {
+  let line = 0;
+  let documents = 0;
+  let count: number | null = null;
+  let success = false;
+  // What the line being read holds at its top level.
+  let lineSuccess = false;
+  let lineMeta = false;
+  let lineCount: number | null = null;
+  const handlers: ScanHandlers = {
+    value(kind, depth, s) {
+      if (count !== null) throw new Error('a line after the meta line');
+      if (depth === 1) {
+        if (s.topKey === 'success' && kind === 'true') lineSuccess = true;
+        if (s.topKey === 'meta') lineMeta = true;
+      } else if (depth === 2 && s.topKey === 'meta' && s.innerKey === 'count' && kind === 'number') return true;
+      return false;
+    },
+    number(text) {
+      lineCount = text === null ? NaN : Number(text);
+    },
+    line() {
+      if (line++ === 0) success = lineSuccess;
+      else if (lineMeta) count = lineCount ?? NaN;
+      else documents++;
+      lineSuccess = lineMeta = false;
+      lineCount = null;
+    },
+  };
+  return scanningSink(new JsonScanner(handlers), () => ({ documents, count, success }));
 }
 
 export function bodyVerifier(format: BackupFormat): BodyVerifier {

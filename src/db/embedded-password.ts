@@ -1,72 +1,96 @@
-/**
- * The embedded server's superuser password. The server listens on 127.0.0.1, which every local
- * user can reach, so the password is random per data folder (24 bytes from crypto.randomBytes),
- * kept in <dataDir>/kb-export-password: a 0600 file owned by the user the server runs as, inside
- * the 0700 data folder, reused on every later start of that folder.
- *
- * Folders initialised before the file existed have the old fixed password 'kb-export'. For
- * them a new random password is written to the file before the server starts; once it runs,
- * settlePassword logs in with the file's password and, only when that is refused, with the old
- * one to ALTER the superuser to the file's. Whatever point a start is interrupted at, the next
- * start finishes the switch, and no folder keeps accepting the old password once started.
- */
+/** The embedded server's superuser password, random per data folder (docs/architecture.md). */
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs/promises';
+import { constants } from 'node:fs';
+import fs, { type FileHandle } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
-import { checkOwned, PRIVATE, type Owner } from './owned-paths.js';
+import { ensureSafeParents, openNoFollow, openOwnedFile, PRIVATE, UnsafePathError, type Owner } from './owned-paths.js';
 
-/** The password's file inside the data folder; its name is documented (README, KB_DATA_DIR). */
+/** Named in README (KB_DATA_DIR). */
 const PASSWORD_FILE = 'kb-export-password';
 
-/** What kb-export set before passwords were random; only ever used to replace it. */
+/** Before passwords were random; only ever used to replace it. */
 const LEGACY_PASSWORD = 'kb-export';
 
-/** A new random password; base64url, so it needs no quoting in SQL or in a URL. */
+/** base64url: no quoting in SQL or in a URL. */
 export function newPassword(): string {
   return randomBytes(24).toString('base64url');
 }
 
-/**
- * The password in `dataDir`'s file, or undefined when there is none. Throws UnsafePathError when
- * the file is a symbolic link, not owned by `owner` or readable by anyone else.
- */
+/** More than any password kb-export writes: a bigger file is not one of ours. */
+const MAX_PASSWORD_FILE = 1024;
+
+/** Undefined when there is no file; UnsafePathError when it is not `owner`'s alone (openOwnedFile). */
 export async function readPassword(dataDir: string, owner: Owner): Promise<string | undefined> {
   const file = path.join(dataDir, PASSWORD_FILE);
+  let handle: FileHandle;
   try {
-    await checkOwned(file, 'file', owner.uid, PRIVATE);
+    handle = await openOwnedFile(file, owner.uid, PRIVATE);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;
   }
-  const password = (await fs.readFile(file, 'utf8')).trim();
+  let text: string;
+  try {
+    const buf = Buffer.alloc(MAX_PASSWORD_FILE + 1);
+    const { bytesRead } = await handle.read(buf, 0, buf.length, 0);
+    text = bytesRead > MAX_PASSWORD_FILE ? '' : buf.toString('utf8', 0, bytesRead);
+  } finally {
+    await handle.close();
+  }
+  const password = text.trim();
   if (!/^[A-Za-z0-9_-]{16,}$/.test(password)) throw new Error(`${file} does not hold a kb-export password`);
   return password;
 }
 
-/** Writes `password` to `dataDir`'s file (0600, owned by `owner`), replacing it atomically. */
+/** Replaces the file atomically (0600, `owner`'s). */
 export async function writePassword(dataDir: string, password: string, owner: Owner): Promise<void> {
   await writeSecret(path.join(dataDir, PASSWORD_FILE), password, owner);
 }
 
+/**
+ * Through a temporary file (O_EXCL | O_NOFOLLOW) given its mode and owner on the handle: the folder
+ * may be `owner`'s, who could swap a name for a link. Throws UnsafePathError if the rename was raced.
+ */
 async function writeSecret(file: string, password: string, owner: Owner): Promise<void> {
-  const tmp = `${file}.${process.pid}.tmp`;
-  await fs.rm(tmp, { force: true });
-  await fs.writeFile(tmp, `${password}\n`, { mode: 0o600, flag: 'wx' });
-  if (owner.uid !== process.getuid?.()) await fs.chown(tmp, owner.uid, owner.gid);
-  await fs.rename(tmp, file);
+  const tmp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
+  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL;
+  const handle = await openNoFollow(tmp, flags, 0o600);
+  let renamed = false;
+  try {
+    await handle.writeFile(`${password}\n`);
+    await handle.chmod(0o600);
+    if (owner.uid !== process.getuid?.()) await handle.chown(owner.uid, owner.gid);
+    await handle.sync();
+    await fs.rename(tmp, file);
+    renamed = true;
+    const [written, placed] = await Promise.all([handle.stat(), fs.lstat(file)]);
+    if (placed.ino !== written.ino || placed.dev !== written.dev) {
+      throw new UnsafePathError(file, 'something else was put in its place while it was written');
+    }
+  } finally {
+    await handle.close();
+    // Only a name is removed: unlink follows no link.
+    if (!renamed) await fs.rm(tmp, { force: true });
+  }
 }
 
-/**
- * Runs `fn` with the path of a file holding `password` that only `owner` (and root) can read, in
- * a private temporary folder removed afterwards: initdb's --pwfile, which must be readable by the
- * postgres user but by no one else.
- */
+/** initdb's --pwfile, in a temporary folder that stays ours, so nothing in it can be swapped or planted. */
 export async function withPasswordFile<T>(password: string, owner: Owner, fn: (file: string) => Promise<T>): Promise<T> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kb-export-initdb-'));
   try {
-    if (owner.uid !== process.getuid?.()) await fs.chown(dir, owner.uid, owner.gid);
+    await ensureSafeParents(dir);
+    const me = process.getuid?.();
+    if (owner.uid !== me) {
+      const handle = await openNoFollow(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+      try {
+        await handle.chown(me ?? 0, owner.gid);
+        await handle.chmod(0o710);
+      } finally {
+        await handle.close();
+      }
+    }
     const file = path.join(dir, 'pwfile');
     await writeSecret(file, password, owner);
     return await fn(file);
@@ -75,10 +99,7 @@ export async function withPasswordFile<T>(password: string, owner: Owner, fn: (f
   }
 }
 
-/**
- * Makes the running server on 127.0.0.1:`port` accept `password` for `postgres`, switching from
- * the legacy password if needed. Throws when it accepts neither, naming `dataDir`.
- */
+/** Makes the server accept `password`, switching from the legacy one; throws when it takes neither. */
 export async function settlePassword(port: number, password: string, dataDir: string): Promise<void> {
   if (await login(port, password)) return;
   const switched = await login(port, LEGACY_PASSWORD, (sql) => sql.unsafe(`ALTER ROLE postgres PASSWORD '${password}'`));

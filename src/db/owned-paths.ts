@@ -1,15 +1,9 @@
-/**
- * Checks that a folder or file on disk is ours before we load code, binaries, passwords or data
- * from it. On a shared host any local user can create a path first at a name we would use (in
- * /tmp, /var/tmp, …) and wait for us to trust it; mkdir then lstat, refusing symbolic links,
- * other owners and group/other permissions, closes that door. A path that fails is refused with
- * an UnsafePathError naming it and the problem, never used or repaired.
- */
-import type { Stats } from 'node:fs';
-import fs from 'node:fs/promises';
+/** Paths checked to be ours before anything is taken from them, on a shared host (docs/architecture.md). */
+import { constants, type Stats } from 'node:fs';
+import fs, { type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 
-class UnsafePathError extends Error {
+export class UnsafePathError extends Error {
   override name = 'UnsafePathError';
   constructor(
     readonly path: string,
@@ -19,7 +13,6 @@ class UnsafePathError extends Error {
   }
 }
 
-/** Who must own a path: a uid and the group new folders get (for chown when running as root). */
 export interface Owner {
   uid: number;
   gid: number;
@@ -29,13 +22,14 @@ export interface Owner {
 export const PRIVATE = 0o077;
 export const NOT_WRITABLE = 0o022;
 
-/**
- * lstats `p` and throws UnsafePathError unless it is a `kind` (not a symbolic link) owned by
- * `uid` with none of the `forbidden` mode bits. Other lstat errors (ENOENT, …) are thrown as is.
- */
+/** Throws UnsafePathError unless `p` is a `kind`, not a link, of `uid`, without `forbidden` bits. */
 export async function checkOwned(p: string, kind: 'directory' | 'file', uid: number, forbidden: number): Promise<Stats> {
   const st = await fs.lstat(p);
   if (st.isSymbolicLink()) throw new UnsafePathError(p, 'it is a symbolic link');
+  return checkStats(p, st, kind, uid, forbidden);
+}
+
+function checkStats(p: string, st: Stats, kind: 'directory' | 'file', uid: number, forbidden: number): Stats {
   if (kind === 'directory' ? !st.isDirectory() : !st.isFile()) throw new UnsafePathError(p, `it is not a ${kind}`);
   if (st.uid !== uid) throw new UnsafePathError(p, `it is owned by uid ${st.uid}, not by uid ${uid}`);
   if ((st.mode & forbidden) !== 0) {
@@ -46,10 +40,7 @@ export async function checkOwned(p: string, kind: 'directory' | 'file', uid: num
   return st;
 }
 
-/**
- * A folder only `owner` can use (mode 0700): created if missing (its parent must exist), then
- * checked whether we created it or found it, so a folder someone else made first is refused.
- */
+/** A 0700 folder of `owner`, created if missing (not its parent), checked either way on an open handle. */
 export async function ensurePrivateDir(dir: string, owner: Owner): Promise<void> {
   const created = await fs.mkdir(dir, { mode: 0o700 }).then(
     () => true,
@@ -58,16 +49,44 @@ export async function ensurePrivateDir(dir: string, owner: Owner): Promise<void>
       throw err;
     },
   );
-  if (created && owner.uid !== process.getuid?.()) await fs.chown(dir, owner.uid, owner.gid);
-  await checkOwned(dir, 'directory', owner.uid, PRIVATE);
+  const handle = await openNoFollow(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    if (created && owner.uid !== process.getuid?.()) await handle.chown(owner.uid, owner.gid);
+    checkStats(dir, await handle.stat(), 'directory', owner.uid, PRIVATE);
+  } finally {
+    await handle.close();
+  }
 }
 
-/**
- * A folder that only we (root: the only caller) can write and everyone can read and search
- * (0755), for files another user (the postgres user) must execute. Every ancestor, symbolic links
- * resolved, must be ours too and not writable by group or others: otherwise its owner could swap
- * our folder for theirs. Missing folders are created with mkdir, then checked like the others.
- */
+/** Opens file `p` (O_NOFOLLOW) and checks it as checkOwned does on the handle: what is read was checked. */
+export async function openOwnedFile(p: string, uid: number, forbidden: number): Promise<FileHandle> {
+  // O_NONBLOCK: opening a FIFO planted at `p` would otherwise wait for a writer.
+  const handle = await openNoFollow(p, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    checkStats(p, await handle.stat(), 'file', uid, forbidden);
+    return handle;
+  } catch (err) {
+    await handle.close();
+    throw err;
+  }
+}
+
+/** A symbolic link at `p`, or with O_DIRECTORY anything but a folder, is an UnsafePathError. */
+export async function openNoFollow(p: string, flags: number, mode?: number): Promise<FileHandle> {
+  try {
+    return await fs.open(p, flags | constants.O_NOFOLLOW, mode);
+  } catch (err) {
+    // A link says ELOOP (EMLINK on FreeBSD), or ENOTDIR with O_DIRECTORY.
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'ELOOP' && code !== 'EMLINK' && code !== 'ENOTDIR') throw err;
+    const st = await fs.lstat(p).catch(() => undefined);
+    if (st?.isSymbolicLink()) throw new UnsafePathError(p, 'it is a symbolic link');
+    if (st && code === 'ENOTDIR' && !st.isDirectory()) throw new UnsafePathError(p, 'it is not a directory');
+    throw err;
+  }
+}
+
+/** A 0755 folder only root (the only caller) can write, its ancestors too, for what the postgres user runs. */
 export async function ensureSharedReadOnlyDir(dir: string): Promise<void> {
   const uid = process.getuid?.() ?? 0;
   const { existing, missing } = await splitExisting(path.resolve(dir));
@@ -87,6 +106,70 @@ export async function ensureSharedReadOnlyDir(dir: string): Promise<void> {
     // A umask such as 077 would leave it unsearchable by the postgres user.
     if ((st.mode & 0o755) !== 0o755) await fs.chmod(p, 0o755);
   }
+}
+
+/**
+ * The folders above `p`, from `/` down following links, missing ones made 0755: each root's or ours,
+ * and writable by no one else unless sticky.
+ */
+export async function ensureSafeParents(p: string): Promise<void> {
+  const me = process.getuid?.() ?? 0;
+  const names = path.resolve(p).split(path.sep).filter(Boolean);
+  names.pop();
+  let cur: string = path.sep;
+  checkParent(cur, await fs.lstat(cur), me, p);
+  let links = 0;
+  while (names.length > 0) {
+    const name = names.shift()!;
+    if (name === '.') continue;
+    if (name === '..') {
+      cur = path.dirname(cur);
+      continue;
+    }
+    const next = path.join(cur, name);
+    const st = await lstatOrMkdir(next);
+    if (st.isSymbolicLink()) {
+      if (st.uid !== 0 && st.uid !== me) throw new UnsafePathError(next, `it is a symbolic link owned by uid ${st.uid}, ${notTrusted(me)}`);
+      if (++links > 40) throw new UnsafePathError(next, 'too many symbolic links');
+      const target = await fs.readlink(next);
+      if (path.isAbsolute(target)) cur = path.sep;
+      names.unshift(...target.split(path.sep).filter(Boolean));
+      continue;
+    }
+    checkParent(next, st, me, p);
+    cur = next;
+  }
+}
+
+/** The sticky bit (S_ISVTX), which Node's fs.constants lacks. */
+const STICKY = 0o1000;
+
+function checkParent(p: string, st: Stats, me: number, below: string): void {
+  if (!st.isDirectory()) throw new UnsafePathError(p, 'it is not a directory');
+  if (st.uid !== 0 && st.uid !== me) throw new UnsafePathError(p, `it is owned by uid ${st.uid}, ${notTrusted(me)}`);
+  if ((st.mode & NOT_WRITABLE) !== 0 && (st.mode & STICKY) === 0) {
+    const mode = (st.mode & 0o7777).toString(8).padStart(4, '0');
+    throw new UnsafePathError(
+      p,
+      `its mode is ${mode}; a folder above ${below} must not be writable by group or others unless it is sticky (as /tmp is)`,
+    );
+  }
+}
+
+function notTrusted(me: number): string {
+  return me === 0 ? 'not by root' : `not by root or uid ${me}`;
+}
+
+async function lstatOrMkdir(p: string): Promise<Stats> {
+  try {
+    return await fs.lstat(p);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  await fs.mkdir(p, { mode: 0o755 }).catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EEXIST') throw err;
+  });
+  return fs.lstat(p);
 }
 
 /** The longest existing prefix of absolute path `p`, and the names below it that do not exist. */

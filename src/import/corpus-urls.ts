@@ -1,22 +1,11 @@
-/**
- * Media URLs of imported pages made root-relative, so that one media proxy prefix serves a whole
- * corpus (`library/os.html`'s `../_images/x.png` becomes `/_images/x.png`). The attributes are
- * found and spliced by the export's HtmlMediaRewriter (decisions.md D3.3-D3.5), so a page's other
- * bytes stay as written; only the URL rule differs.
- */
-import { HtmlMediaRewriter, mayNeedRewrite, urlTransformRules } from '../export/rewrite/html-rewriter.js';
-import { appendPath, isPathSlash, pathNeedsNormalising } from '../export/rewrite/url-path.js';
+/** import-html's media URLs made root-relative, so one prefix serves a corpus; the export's rewriter finds them. */
+import { HtmlMediaRewriter, mayNeedRewrite, urlTransformRules } from '../export/rewrite/rewriter/html-rewriter.js';
+import { appendPath, isPathSlash, pathNeedsNormalising } from '../export/rewrite/rewriter/url-path.js';
 
 /**
- * Resolves a media/attachment URL found in page `pagePath` (relative to the corpus root, e.g.
- * `library/os.html`) into a root-relative URL (`../_images/x.png` -> `/_images/x.png`).
- * The path is read as a browser reads it (decisions.md D3.7, through url-path.ts): `\` is a `/`,
- * `.` and `..` segments, also written with `%2e`, are resolved, and `..` above the root is clamped
- * to the root. So no `\` is left in a resolved path: a root-relative `\x.png` or `/a\..\x.png`
- * becomes `/x.png` (an already root-relative URL is otherwise returned unchanged), and `\\host\x`,
- * which a browser fetches from `host`, becomes the protocol-relative `//host/x`.
- * URLs with a scheme, protocol-relative (`//`), fragment-only (`#`) or empty are returned
- * unchanged. `?query` and `#fragment` are kept as written; surrounding whitespace is kept too.
+ * In page `library/os.html`, `../_images/x.png` -> `/_images/x.png`, read as a browser does (D3.7): `\`
+ * is `/`, `.` and `..` (also `%2e`) resolve, clamped at the root; `\\host\x` is `//host/x`. A scheme,
+ * `//`, `#` or empty URL stays; query, fragment and outer whitespace are kept.
  */
 function resolveCorpusUrl(url: string, pagePath: string): string {
   const m = /^([\t\n\f\r ]*)(.*?)([\t\n\f\r ]*)$/s.exec(url);
@@ -43,7 +32,6 @@ function resolveCorpusUrl(url: string, pagePath: string): string {
   return `${lead}${rootRelative(segments, path)}${suffix}${trail}`;
 }
 
-/** `/` + the directory `dir` (segments) with `path` resolved in it, empty segments left out. */
 function rootRelative(dir: string[], path: string): string {
   const names = [...dir];
   const dirLike = appendPath(names, path, 0, path.length);
@@ -51,11 +39,7 @@ function rootRelative(dir: string[], path: string): string {
   return `/${joined}${dirLike && joined !== '' && !joined.endsWith('/') ? '/' : ''}`;
 }
 
-/**
- * Rewrites the media URLs of `html` (a page's body, found in the page at `pagePath`) to
- * root-relative ones with resolveCorpusUrl, each `srcset` candidate on its own. `count` is how
- * many attribute values changed.
- */
+/** `count`: how many attribute values changed. */
 export function rewriteCorpusUrls(html: string, pagePath: string): { html: string; count: number } {
   // Most pages of a manual have no media at all, and the rewriter's tokenizer costs a parse.
   if (!mayNeedRewrite(html)) return { html, count: 0 };
@@ -63,3 +47,35 @@ export function rewriteCorpusUrls(html: string, pagePath: string): { html: strin
   const out = rw.rewrite(html);
   return { html: out, count: rw.rewrittenCount };
 }
+
+/** rewriteCorpusUrls of `html[from, to)`, tokenizing again only the media `tags` the page's pass found. */
+export function rewriteCorpusTags(
+  html: string,
+  from: number,
+  to: number,
+  tags: readonly (readonly [number, number])[],
+  pagePath: string,
+): { html: string; count: number } {
+  const body = html.slice(from, to);
+  if (tags.length === 0) return { html: body, count: 0 };
+  let joined = '';
+  const at: number[] = [];
+  for (const [start, end] of tags) {
+    at.push(joined.length);
+    joined += html.slice(start, end);
+  }
+  if (!mayNeedRewrite(joined)) return { html: body, count: 0 };
+  const edits = new HtmlMediaRewriter(urlTransformRules((url) => resolveCorpusUrl(url, pagePath))).editsOf(joined);
+  if (edits.length === 0) return { html: body, count: 0 };
+  let out = '';
+  let pos = from;
+  let tag = 0;
+  for (const e of edits) {
+    while (tag + 1 < at.length && at[tag + 1]! <= e.start) tag++;
+    const shift = tags[tag]![0] - at[tag]!;
+    out += html.slice(pos, e.start + shift) + e.text;
+    pos = e.end + shift;
+  }
+  return { html: out + html.slice(pos, to), count: edits.length };
+}
+

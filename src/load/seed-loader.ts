@@ -1,14 +1,11 @@
-/**
- * `kb-export load FILE`: reads a seed file (seed-format.md) as a token stream with stream-json and
- * writes it in batches inside one transaction. Memory stays bounded by the largest single record,
- * whatever the file's size; a bad file loads nothing (seed-format.md rule 6).
- */
+/** `kb-export load FILE`: a seed file streamed in one transaction, memory bounded by its largest record. */
+import { SeedError } from '../errors.js';
 import type { Readable } from 'node:stream';
 import Assembler from 'stream-json/assembler.js';
 import { parser } from 'stream-json';
 import type { Sql } from '../db/connect.js';
 import { SeedWriter, type LoadSummary } from './seed-writer.js';
-import { SeedError, validateBook, validateDocument, validateUser } from './seed-validate.js';
+import { validateBook, validateDocument, validateUser } from './seed-validate.js';
 import { inTransaction } from '../db/transaction.js';
 
 interface Token {
@@ -16,7 +13,6 @@ interface Token {
   value?: unknown;
 }
 
-/** Pulls tokens one at a time from the parser stream. */
 class Tokens {
   private readonly it: AsyncIterator<Token>;
   /** The record being read, named in JSON errors (seed-format.md rule 6). */
@@ -29,14 +25,12 @@ class Tokens {
     if (r.done) throw new SeedError(`${this.where}: unexpected end of file`);
     return r.value;
   }
-  /** Reads to the end of the input: anything after the top-level object makes the file invalid. */
   async end(): Promise<void> {
     const r = await this.it.next();
     if (!r.done) throw new SeedError(`seed file: unexpected ${r.value.name} after the top-level object`);
   }
 }
 
-/** Assembles the value that starts with `first` (a small record: a user, a document, a book field). */
 async function readValue(tokens: Tokens, first: Token): Promise<unknown> {
   const asm = new Assembler();
   asm.consume(first as never);
@@ -50,19 +44,14 @@ async function expect(tokens: Tokens, name: string, where: string): Promise<void
 }
 
 interface LoadOptions {
-  /** Called after each written document with the running summary. */
   onProgress?: (summary: LoadSummary) => void;
 }
 
-/**
- * Loads a seed file's stream into the database. Throws SeedError naming the offending record
- * (bad JSON, a missing required field, an unknown owner, a duplicate id); nothing is written then.
- */
+/** Loads a seed file's stream; throws SeedError naming the bad record, and then nothing is written. */
 export async function loadSeed(sql: Sql, input: Readable, opts: LoadOptions = {}): Promise<LoadSummary> {
   const tokenStream = input.pipe(parser.asStream({ packValues: true, streamValues: false })) as unknown as AsyncIterable<Token> & Readable;
   input.on('error', (err) => tokenStream.destroy(err));
-  // Parse errors reach the loader through the iterator; without this listener the stream's own
-  // 'error' event can also fire after the iterator let go of it and crash the process.
+  // Without this listener the stream's 'error' can fire after the iterator let go of it, crashing the process.
   tokenStream.on('error', () => {});
   const tokens = new Tokens(tokenStream);
   try {
@@ -102,8 +91,7 @@ export async function loadSeed(sql: Sql, input: Readable, opts: LoadOptions = {}
         }
         tokens.where = 'seed file';
       }
-      // Trailing garbage (or a second JSON value) makes the whole file bad: read to the end
-      // before committing, or the part before it would load (seed-format.md rule 6).
+      // Trailing garbage makes the whole file bad: read to the end before committing (seed-format.md rule 6).
       await tokens.end();
       return writer.finish();
     });

@@ -1,7 +1,4 @@
-/**
- * Records of a seed file (seed-format.md), as read from JSON before any export rule applies.
- * `null` or a missing field means "unset" (seed-format.md rule 2).
- */
+/** Seed file records (seed-format.md) as read, before any export rule; null or missing means unset (rule 2). */
 
 export interface SeedApiKey {
   id: string;

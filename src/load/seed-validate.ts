@@ -1,12 +1,6 @@
-/**
- * Validation of seed records (seed-format.md rules 2–7). Each check throws SeedError naming the
- * offending record, so a bad file loads nothing and says where it is bad.
- */
+/** Validation of seed records (seed-format.md rules 2–7): SeedError names the offending record. */
+import { SeedError } from '../errors.js';
 import type { SeedApiKey, SeedBookHeader, SeedDocument, SeedUser } from './seed-types.js';
-
-export class SeedError extends Error {
-  override name = 'SeedError';
-}
 
 type Obj = Record<string, unknown>;
 
@@ -14,7 +8,6 @@ function isObj(v: unknown): v is Obj {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** Checks the value is a JSON object; throws SeedError naming `where`. */
 function expectObject(v: unknown, where: string): Obj {
   if (!isObj(v)) throw new SeedError(`${where}: must be an object`);
   return v;
@@ -38,9 +31,8 @@ function optionalString(o: Obj, field: string, where: string): string | null {
 function optionalTimestamp(o: Obj, field: string, where: string): string | null {
   const v = optionalString(o, field, where);
   if (v === null) return null;
-  // A date, or a date and time; without a zone it is UTC (connections run with TimeZone=UTC).
-  // Only digits match: PostgreSQL's own words ('infinity', '-infinity', 'epoch', 'now') do not, so a
-  // book or document never gets a timestamp the export cannot format (sql/0004_finite_timestamps.sql).
+  // A date, or a date and time (UTC without a zone). Only digits: PostgreSQL's 'infinity', 'epoch' or
+  // 'now' would give a timestamp the export cannot format (sql/0004_finite_timestamps.sql).
   if (!/^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|z|[+-]\d{2}(:?\d{2})?)?)?$/.test(v) || Number.isNaN(Date.parse(v))) {
     throw new SeedError(`${where}: field "${field}" must be an ISO 8601 timestamp, got "${v}"`);
   }
@@ -77,7 +69,6 @@ function validateApiKey(v: unknown, path: string): SeedApiKey {
   };
 }
 
-/** A book's own fields (its documents are streamed apart). */
 export function validateBook(o: Obj, path: string): SeedBookHeader {
   const where = recordName(path, o);
   return {

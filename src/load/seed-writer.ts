@@ -1,11 +1,9 @@
-/**
- * Writes seed records inside one transaction, documents in batches, so that loading is
- * all-or-nothing (seed-format.md rule 6) with bounded memory. Shared by `load` and `import-html`.
- */
+/** Seed records in one transaction, all or nothing, in batches: one INSERT in flight while the caller reads on. */
+import { SeedError } from '../errors.js';
 import type { TransactionSql } from 'postgres';
 import { hashApiKey } from '../auth/api-key.js';
 import type { SeedBookHeader, SeedDocument, SeedUser } from './seed-types.js';
-import { SeedError } from './seed-validate.js';
+import { collectGarbage } from './collect-garbage.js';
 
 export interface LoadSummary {
   users: number;
@@ -31,12 +29,12 @@ function explain(err: unknown, what: string): unknown {
   return err;
 }
 
+/** Contents (UTF-16 units, bytes of contentYjs) from which a document is large. */
+const LARGE_DOCUMENT = 1024 * 1024;
+
 const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
 
-/**
- * contentYjs bytes: the base64 (or base64url) decoding, or the text's own UTF-8 bytes when it is
- * not base64, so a placeholder loads rather than failing (seed-format.md rule 4, rule 6).
- */
+/** contentYjs bytes: base64(url)-decoded, or the text's UTF-8 when not base64, so a placeholder loads (rules 4, 6). */
 export function editorState(text: string): Buffer {
   const compact = text.replace(/\s+/g, '');
   return BASE64.test(compact) ? Buffer.from(compact, 'base64') : Buffer.from(text, 'utf8');
@@ -44,22 +42,34 @@ export function editorState(text: string): Buffer {
 
 export class SeedWriter {
   private docs: Record<(typeof DOC_COLUMNS)[number], unknown>[] = [];
+  private queuedBytes = 0;
+  private queuedLarge = false;
+  /** The INSERT still running: settles to its error, or null. */
+  private inFlight: Promise<unknown> | null = null;
   private bookIds: string[] = [];
   readonly summary: LoadSummary = { users: 0, apiKeys: 0, books: 0, documents: 0 };
 
-  /** @param batchSize documents per INSERT. */
+  /** At most `batchSize` documents and `batchBytes` of contents per INSERT: a batch is about that plus one document. */
   constructor(
     private readonly tx: Tx,
     private readonly batchSize = 500,
+    private readonly batchBytes = 8 * 1024 * 1024,
   ) {}
 
   /** Call once, first: a book's documents may be written before the book row (the FK is deferrable). */
   async begin(): Promise<void> {
+    await this.settle();
     await this.tx`SET CONSTRAINTS ALL DEFERRED`;
+    // pglz took 2.6x lz4's time to compress the contents (EXPLAIN ANALYZE of the manual's pages):
+    // PostgreSQL's share of a load, on the loader's own machine. Servers built without lz4 keep pglz.
+    await this.tx`
+      SELECT set_config('default_toast_compression', 'lz4', true) FROM pg_settings
+      WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals)`;
   }
 
   /** Inserts a user and its keys (hash only, decisions.md D5.1). Throws SeedError on a duplicate id or key. */
   async addUser(u: SeedUser, where: string): Promise<void> {
+    await this.settle();
     try {
       await this.tx`INSERT INTO users (id, name) VALUES (${u.id}, ${u.name})`;
     } catch (err) {
@@ -80,6 +90,7 @@ export class SeedWriter {
 
   /** Inserts a book. Throws SeedError for an unknown owner, a duplicate id or slug. */
   async addBook(b: SeedBookHeader, where: string): Promise<void> {
+    await this.settle();
     const [owner] = await this.tx`SELECT 1 FROM users WHERE id = ${b.ownerId}`;
     if (!owner) throw new SeedError(`${where}: unknown owner "${b.ownerId}"`);
     try {
@@ -94,9 +105,14 @@ export class SeedWriter {
     this.summary.books++;
   }
 
-  /** Queues a document of book `bookId`; written when a batch is full. */
+  /** Written when a batch is full, in documents or in bytes. */
   async addDocument(bookId: string, d: SeedDocument): Promise<void> {
     const now = new Date().toISOString();
+    const yjs = d.contentYjs ? editorState(d.contentYjs) : null;
+    const size = (d.contentHtml?.length ?? 0) + (d.contentStr?.length ?? 0) + (yjs?.length ?? 0);
+    const large = size >= LARGE_DOCUMENT;
+    this.queuedBytes += size;
+    if (large) this.queuedLarge = true;
     this.docs.push({
       id: d.id,
       book_id: bookId,
@@ -116,37 +132,64 @@ export class SeedWriter {
       body_font_size: d.bodyFontSize || null,
       created_at: d.createdAt ?? now,
       updated_at: d.updatedAt ?? now,
-      content_str: d.contentStr ?? null,
-      content_html: d.contentHtml ?? null,
-      content_yjs: d.contentYjs ? editorState(d.contentYjs) : null,
-      // A parameter typed json: the client serialises it once. A JSON.stringify'd string would be
-      // serialised again and stored as a jsonb string (seed-format.md rule 4: any JSON value).
+      content_str: large ? null : (d.contentStr ?? null),
+      content_html: large ? null : (d.contentHtml ?? null),
+      content_yjs: yjs,
+      // Typed json, serialised once: a JSON.stringify'd string would be stored as a jsonb string (rule 4).
       content_json: d.contentJson === null || d.contentJson === undefined ? null : this.tx.json(d.contentJson as never),
     });
-    if (this.docs.length >= this.batchSize) await this.flush();
+    if (large) {
+      await this.flush();
+      await this.setContent(d.id, 'content_str', d.contentStr ?? null);
+      await this.setContent(d.id, 'content_html', d.contentHtml ?? null);
+    } else if (this.docs.length >= this.batchSize || this.queuedBytes >= this.batchBytes) {
+      await this.flush();
+    }
   }
 
-  /** Writes queued documents. Throws SeedError on a duplicate id. */
-  async flush(): Promise<void> {
-    if (this.docs.length === 0) return;
-    const batch = this.docs;
-    this.docs = [];
+  /** One large column in a statement of its own, after a collection: the client builds a statement 2-3 times over. */
+  private async setContent(id: string, column: 'content_str' | 'content_html', value: string | null): Promise<void> {
+    if (value === null) return;
+    await collectGarbage();
     try {
-      const rows = this.tx(batch as never, DOC_COLUMNS as unknown as string[]);
-      await this.tx`INSERT INTO documents ${rows}`;
+      await this.tx`UPDATE documents SET ${this.tx(column)} = ${value} WHERE id = ${id}`;
     } catch (err) {
       throw explain(err, 'document');
     }
-    this.summary.documents += batch.length;
   }
 
-  /**
-   * Flushes, then checks what a stream reader cannot check record by record: every parentId names a
-   * document of the same book (seed-format.md rule 1; `checkParents: false` for a restored export,
-   * whose documents may name an inactive parent it does not hold), every document's book exists.
-   */
+  /** Writes the queued documents after the previous batch, awaiting only a large one. Throws SeedError on a duplicate id. */
+  async flush(): Promise<void> {
+    await this.settle();
+    if (this.docs.length === 0) return;
+    const batch = this.docs;
+    const large = this.queuedLarge;
+    this.docs = [];
+    this.queuedBytes = 0;
+    this.queuedLarge = false;
+    const rows = this.tx(batch as never, DOC_COLUMNS as unknown as string[]);
+    this.inFlight = this.tx`INSERT INTO documents ${rows}`.then(
+      () => {
+        this.summary.documents += batch.length;
+        return null;
+      },
+      (err: unknown) => err,
+    );
+    if (large) await this.settle();
+  }
+
+  private async settle(): Promise<void> {
+    const running = this.inFlight;
+    if (running === null) return;
+    this.inFlight = null;
+    const err = await running;
+    if (err !== null) throw explain(err, 'document');
+  }
+
+  /** Flushes, then checks every parentId (rule 1; off for a restore, which may lack an inactive parent) and book. */
   async finish(opts: { checkParents?: boolean } = {}): Promise<LoadSummary> {
     await this.flush();
+    await this.settle();
     if (this.bookIds.length > 0 && opts.checkParents !== false) {
       const [orphan] = await this.tx<{ id: string; parent_id: string }[]>`
         SELECT d.id, d.parent_id FROM documents d

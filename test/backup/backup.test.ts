@@ -1,42 +1,27 @@
 /**
  * `kb-export backup` as a child process over real sockets against a real server and PostgreSQL:
- * the file equals a direct GET byte for byte (JSON, NDJSON, .gz), --if-changed costs one 304 and
- * leaves the file alone, refusals that retrying cannot cure exit 3 after one request, Retry-After
+ * the file equals a direct GET byte for byte (JSON, NDJSON, .gz), .gz and .br hold the server's
+ * compressed bytes, --if-changed costs one 304 and leaves the file alone while it matches its
+ * record and downloads again when it does not (removed, changed, an old record), refusals that retrying cannot cure exit 3 after one request, Retry-After
  * is waited for, and a body cut mid-stream (a TCP proxy between client and server) never replaces
  * the old file nor leaves a temporary one; a retry after the cut writes the whole export.
  */
-import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import zlib from 'node:zlib';
 import t from 'tap';
 import { request } from 'undici';
 import { startServer } from '../helpers/app.js';
+import { runBackupCli } from '../helpers/backup-cli.js';
 import { createTestDatabase } from '../helpers/db.js';
 import { seedGeneratedBooks } from '../helpers/generated-kb.js';
 import { startTcpProxy } from '../helpers/tcp-proxy.js';
 
-const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/src/cli.js');
 const PATH = '/api/v1/open/books/kb/docs?excludeCategories=true&includeContentHtml=true';
-
-interface Run {
-  code: number;
-  stdout: Buffer;
-  stderr: string;
-  ms: number;
-}
-
-function backup(args: string[], env: Record<string, string> = { KB_EXPORT_API_KEY: 'kbx_u1' }): Promise<Run> {
-  const started = Date.now();
-  return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, 'backup', ...args], { env: { ...process.env, ...env }, encoding: 'buffer', maxBuffer: 1e9 }, (err, stdout, stderr) =>
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr: stderr.toString(), ms: Date.now() - started }),
-    );
-  });
-}
+const backup = runBackupCli;
 
 async function direct(base: string, accept = 'application/json'): Promise<Buffer> {
   const res = await request(`${base}${PATH}`, { headers: { authorization: 'Bearer kbx_u1', accept } });
@@ -50,13 +35,14 @@ const dir = mkdtempSync(path.join(os.tmpdir(), 'kbx-backup-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 const out = (name: string) => path.join(dir, name);
 const leftovers = () => readdirSync(dir).filter((f) => f.endsWith('.tmp'));
+const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 t.test('a backup equals a direct GET byte for byte: JSON, .gz, NDJSON, standard output', async (t) => {
   const want = await direct(server.url);
   const json = await backup(['--server', server.url, '--book', 'kb', '--out', out('a.json')]);
   t.equal(json.code, 0, json.stderr);
   t.ok(readFileSync(out('a.json')).equals(want), 'the file is the body the server sends');
-  t.match(json.stderr, /wrote .*a\.json: \d+ documents, \d+ bytes in [\d.]+ s, ETag "kbx1-/);
+  t.match(json.stderr, /wrote .*a\.json: \d+ documents, \d+ bytes in [\d.]+ s, ETag (W\/)?"kbx[0-9.]+-/);
   const gz = await backup(['--server', server.url, '--book', 'kb', '--out', out('a.json.gz'), '--quiet']);
   t.equal(gz.code, 0, gz.stderr);
   t.equal(gz.stderr, '', '--quiet prints nothing');
@@ -76,7 +62,9 @@ t.test('--if-changed: the second run is one 304 that leaves the file alone; a ch
   const file = out('b.json');
   const first = await backup(['--server', base, '--book', 'kb', '--out', file, '--if-changed']);
   t.equal(first.code, 0, first.stderr);
-  t.match(readFileSync(`${file}.etag`, 'utf8'), /^"kbx1-.+"\n$/, 'the ETag is kept beside the file');
+  const record = JSON.parse(readFileSync(`${file}.etag`, 'utf8')) as { etag: string; size: number; sha256: string };
+  t.match(record.etag, /^(W\/)?"kbx[0-9.]+-.+"$/, 'the ETag is kept beside the file');
+  t.same(record, { etag: record.etag, size: statSync(file).size, sha256: sha256(readFileSync(file)) }, 'with its size and digest');
   const before = { bytes: readFileSync(file), mtime: statSync(file).mtimeMs };
   const stats = proxy.stats();
   const second = await backup(['--server', base, '--book', 'kb', '--out', file, '--if-changed']);
@@ -92,6 +80,66 @@ t.test('--if-changed: the second run is one 304 that leaves the file alone; a ch
   t.equal(third.code, 0, third.stderr);
   t.ok(readFileSync(file).includes('renamed by the test'), 'replaced after a document changed');
   t.ok(readFileSync(file).equals(await direct(server.url)));
+});
+
+t.test('--if-changed downloads again when PATH is missing or no longer matches its record, or the record is an old plain ETag', async (t) => {
+  const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
+  const base = `http://127.0.0.1:${proxy.port}`;
+  const want = await direct(server.url);
+  for (const name of ['f.json', 'f.json.gz']) {
+    const file = out(name);
+    const run = () => backup(['--server', base, '--book', 'kb', '--out', file, '--if-changed']);
+    t.equal((await run()).code, 0);
+    const record = readFileSync(`${file}.etag`, 'utf8');
+    t.equal(JSON.parse(record).sha256, sha256(readFileSync(file)), `${name}: the digest is of the bytes on disk`);
+    const downloads = async (why: string, expect: RegExp) => {
+      const before = proxy.stats().bytesToClient;
+      const r = await run();
+      t.equal(r.code, 0, `${name}, ${why}: ${r.stderr}`);
+      t.match(r.stderr, expect, `${name}, ${why}: says why it downloads`);
+      t.match(r.stderr, /\nwrote /, `${name}, ${why}: written`);
+      t.ok(proxy.stats().bytesToClient - before > 20_000, `${name}, ${why}: a body came, not a 304`);
+      const now = readFileSync(file);
+      t.ok((name.endsWith('.gz') ? zlib.gunzipSync(now) : now).equals(want), `${name}, ${why}: the whole export`);
+      t.equal(JSON.parse(readFileSync(`${file}.etag`, 'utf8')).sha256, sha256(now), `${name}, ${why}: a record of the new bytes`);
+    };
+    rmSync(file);
+    await downloads('removed', /is missing: downloading/);
+    const changed = Buffer.from(readFileSync(file));
+    changed[changed.length >> 1]! ^= 0xff;
+    writeFileSync(file, changed);
+    await downloads('one byte changed', /does not match .*\.etag .*: downloading/);
+    truncateSync(file, 100);
+    await downloads('truncated', /does not match .*\.etag .*: downloading/);
+    writeFileSync(`${file}.etag`, `${JSON.parse(record).etag}\n`);
+    await downloads('an old plain ETag record', /holds no size and digest .*: downloading/);
+    const before = proxy.stats().bytesToClient;
+    const current = await run();
+    t.match(current.stderr, /unchanged/, `${name}: then unchanged`);
+    t.ok(proxy.stats().bytesToClient - before < 2000, `${name}: a 304`);
+  }
+  t.same(leftovers(), []);
+});
+
+t.test('.gz and .br hold the server\'s compressed bytes: one compression, the bytes on the wire are the file', async (t) => {
+  const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
+  const base = `http://127.0.0.1:${proxy.port}`;
+  const want = await direct(server.url);
+  for (const [name, decode, encoding] of [
+    ['g.json.gz', zlib.gunzipSync, 'gzip'],
+    ['g.json.br', zlib.brotliDecompressSync, 'br'],
+  ] as const) {
+    const before = proxy.stats().bytesToClient;
+    const r = await backup(['--server', base, '--book', 'kb', '--out', out(name)]);
+    t.equal(r.code, 0, r.stderr);
+    const file = readFileSync(out(name));
+    t.ok(decode(file).equals(want), `${name}: decompresses to the export`);
+    t.match(r.stderr, new RegExp(`wrote .*${name}: \\d+ documents, ${want.length} bytes \\(${file.length} on disk, ${encoding} as the server sent it\\)`));
+    // Headers and chunk sizes aside, what came over the wire is what was written.
+    const wire = proxy.stats().bytesToClient - before;
+    t.ok(wire >= file.length && wire - file.length < 4000, `${name}: ${wire} bytes received for a file of ${file.length}`);
+  }
+  t.same(leftovers(), []);
 });
 
 t.test('401 and 404: exit 3 after one request, the server code shown; usage errors exit 2', async (t) => {

@@ -1,10 +1,11 @@
 /**
  * `kb-export restore` proves a backup: backup (a child process, over a real socket) → restore into
  * a fresh database → export from it gives the same documents, for JSON and NDJSON, compressed or
- * not. A truncated or malformed backup restores nothing.
+ * not. A truncated or malformed backup restores nothing, nor does a body without `success: true`.
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import zlib from 'node:zlib';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -93,6 +94,32 @@ t.test('a truncated or malformed backup restores nothing', async (t) => {
     const r = await cli(['restore', '--owner', 'owner', '--file', file], { DATABASE_URL: target.url });
     t.not(r.code, 0, `${name}: refused`);
     t.notMatch(r.out, /\n\s+at /, `${name}: a message, not a stack trace`);
+    const [{ books, documents }] = (await target.sql`SELECT (SELECT count(*) FROM books)::int AS books, (SELECT count(*) FROM documents)::int AS documents`) as unknown as [
+      { books: number; documents: number },
+    ];
+    t.same({ books, documents }, { books: 0, documents: 0 }, `${name}: nothing restored`);
+  }
+});
+
+t.test('a body without success: true restores nothing, with exit 1 and a message saying so (JSON and NDJSON)', async (t) => {
+  const json = readFileSync(path.join(dir, 'kb.json'), 'utf8');
+  const ndjson = zlib.gunzipSync(readFileSync(path.join(dir, 'kb.ndjson.gz'))).toString('utf8');
+  t.ok(json.startsWith('{"success":true,') && ndjson.startsWith('{"success":true,'), 'the backups begin with success: true');
+  const cases: [string, string][] = [
+    ['failed.json', json.replace('{"success":true,', '{"success":false,')],
+    ['no-success.json', json.replace('{"success":true,', '{')],
+    ['success-string.json', json.replace('{"success":true,', '{"success":"true",')],
+    ['failed.ndjson', ndjson.replace('{"success":true,', '{"success":false,')],
+    ['no-success.ndjson', ndjson.replace('{"success":true,', '{')],
+  ];
+  for (const [name, content] of cases) {
+    const file = path.join(dir, name);
+    writeFileSync(file, content);
+    const target = await freshDatabase(t);
+    const r = await cli(['restore', '--owner', 'owner', '--file', file], { DATABASE_URL: target.url });
+    t.equal(r.code, 1, `${name}: exit 1, as for a truncated file`);
+    t.match(r.out, /^kb-export: .* is not a successful export: it does not begin with "success": true/, `${name}: says why`);
+    t.equal(r.out.trim().split('\n').length, 1, `${name}: one line`);
     const [{ books, documents }] = (await target.sql`SELECT (SELECT count(*) FROM books)::int AS books, (SELECT count(*) FROM documents)::int AS documents`) as unknown as [
       { books: number; documents: number },
     ];

@@ -6,7 +6,7 @@
  * slots (EXPORT_CONCURRENCY=2) can be held at once again, and a server in a child process
  * (bench/lib/server-process.ts) is back near the RSS it had before the aborts.
  *
- * Replay a failure with FAULT_SEED=<seed printed in the assertion message>.
+ * Replay a failure with FAULT_SEED=<seed printed in the assertion message>; FAULT_SCALE=4 soaks longer.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import t, { type Test } from 'tap';
@@ -18,9 +18,11 @@ import { createTestDatabase } from '../helpers/db.js';
 import { judgeExport } from '../helpers/export-check.js';
 import { seedGeneratedBooks, type GeneratedBook } from '../helpers/generated-kb.js';
 import { BUSY_STATES, waitForBackends, waitForNoBackends } from '../helpers/pg-activity.js';
+import { SEED, faultRuns } from '../helpers/fault-runs.js';
 import { isServing, recordUnhandledRejections } from '../helpers/crashes.js';
 
-const SEED = Number(process.env.FAULT_SEED) || Date.now() % 2 ** 31;
+const ABORTS = faultRuns(60);
+const PROCESS_ABORTS = faultRuns(45);
 const AUTH = { authorization: 'Bearer kbx_u1' };
 const MB = 1024 * 1024;
 const ENV = {
@@ -127,13 +129,13 @@ async function assertSlotsFree(t: Test, base: string, applicationName: string, w
 }
 
 for (const workers of ['1', '0']) {
-  t.test(`120 client aborts, REWRITE_WORKERS=${workers} (seed ${SEED})`, async (t) => {
+  t.test(`${ABORTS} client aborts, REWRITE_WORKERS=${workers} (seed ${SEED})`, async (t) => {
     // With a worker, every batch with HTML goes to it, whatever its size.
     const unhandled = recordUnhandledRejections(t);
     const server = await startServer(t, { ...ENV, REWRITE_WORKERS: workers, REWRITE_OFFLOAD_BYTES: '0' }, db);
     const list = await targets(server.url, ['small', 'medium', 'large']);
     const rnd = prng(SEED + Number(workers));
-    const problems = await abortMany(server.url, list, 120, rnd, `REWRITE_WORKERS=${workers}`);
+    const problems = await abortMany(server.url, list, ABORTS, rnd, `REWRITE_WORKERS=${workers}`);
     t.strictSame(problems, [], `seed ${SEED}: every client saw a prefix of the whole response`);
     const busy = await waitForNoBackends(db.sql, exportFilter('kbx-test-export'));
     t.strictSame(unhandled, [], `seed ${SEED}: no promise of the server was left rejected and unhandled`);
@@ -142,7 +144,7 @@ for (const workers of ['1', '0']) {
   });
 }
 
-t.test(`a server process: RSS back near its baseline after 90 aborts (seed ${SEED})`, async (t) => {
+t.test(`a server process: RSS back near its baseline after ${PROCESS_ABORTS} aborts (seed ${SEED})`, async (t) => {
   const proc = await startServerProcess({ databaseUrl: db.url, env: { ...ENV, REWRITE_WORKERS: '1' }, coverage: false });
   t.teardown(() => proc.stop());
   const list = await targets(proc.base, ['medium', 'large']);
@@ -152,10 +154,10 @@ t.test(`a server process: RSS back near its baseline after 90 aborts (seed ${SEE
   const before = await proc.rss();
   await proc.resetPeak();
 
-  const problems = await abortMany(proc.base, list, 90, prng(SEED + 7), 'server process');
+  const problems = await abortMany(proc.base, list, PROCESS_ABORTS, prng(SEED + 7), 'server process');
   // src/server.ts shuts down on an unhandled rejection or exception (close-with-grace).
   if (!(await isServing(proc.base, proc.pid))) {
-    t.fail(`seed ${SEED}: the server process stopped serving during the aborts (${problems.length} of 90 clients saw something else than a prefix of the response)`);
+    t.fail(`seed ${SEED}: the server process stopped serving during the aborts (${problems.length} of ${PROCESS_ABORTS} clients saw something else than a prefix of the response)`);
     return;
   }
   t.strictSame(problems, [], `seed ${SEED}: every client saw a prefix of the whole response`);

@@ -8,7 +8,7 @@
  * or an error envelope before the first byte; afterwards the server serves a whole export again and
  * no export backend is left holding a snapshot or orphaned in pg_stat_activity.
  *
- * Replay a failure with FAULT_SEED=<seed printed in the assertion message>.
+ * Replay a failure with FAULT_SEED=<seed printed in the assertion message>; FAULT_SCALE=4 soaks longer.
  */
 import t, { type Test } from 'tap';
 import { prng } from '../../src/generate/random.js';
@@ -20,11 +20,11 @@ import { seedGeneratedBooks } from '../helpers/generated-kb.js';
 import { BUSY_STATES, backends, waitForBackends, waitForNoBackends } from '../helpers/pg-activity.js';
 import { EXPORT_APP, startProxiedServer, type ProxiedServer } from '../helpers/proxied-app.js';
 import { isServing, recordUnhandledRejections } from '../helpers/crashes.js';
+import { SEED, faultRuns } from '../helpers/fault-runs.js';
 import { startTcpProxy, targetOf, type TcpProxy } from '../helpers/tcp-proxy.js';
 
-const SEED = Number(process.env.FAULT_SEED) || Date.now() % 2 ** 31;
-const RUNS = 120;
-const PROCESS_RUNS = 40;
+const RUNS = faultRuns(60);
+const PROCESS_RUNS = faultRuns(20);
 const AUTH = { authorization: 'Bearer kbx_u1' };
 // Small batches: an export is about 20 FETCHes, so a cut lands between, during or inside them.
 const ENV = { EXPORT_BATCH_SIZE: '8', EXPORT_CACHE_BYTES: '0', DB_TIMEOUT_MS: '2000', EXPORT_CONCURRENCY: '2', STALL_TIMEOUT_MS: '20000' };

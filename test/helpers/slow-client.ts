@@ -56,7 +56,8 @@ export class Client {
 
   constructor(readonly socket: net.Socket) {
     socket.on('error', () => {}); // a dropped connection may reset; what was received is what counts
-    this.closed = once(socket, 'close').then(() => this.stop());
+    // Not events.once: it rejects on the 'error' a reset connection emits before its 'close'.
+    this.closed = new Promise<void>((resolve) => socket.once('close', () => resolve())).then(() => this.stop());
   }
 
   static async get(port: number, halfClose = false): Promise<Client> {

@@ -2,6 +2,7 @@
  * loadSeed through a real database (seed-format.md): the spec's example, defaults, every rule 6
  * failure loading nothing and naming the record, and a large seed streamed piece by piece.
  */
+import { SeedError } from '../../src/errors.js';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Readable } from 'node:stream';
@@ -10,7 +11,6 @@ import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import type { Sql } from '../../src/db/connect.js';
 import { loadSeed } from '../../src/load/seed-loader.js';
-import { SeedError } from '../../src/load/seed-validate.js';
 import { createTestDatabase } from '../helpers/db.js';
 
 /** The example of seed-format.md, with its placeholder `contentYjs` replaced by real base64. */
@@ -450,7 +450,7 @@ t.test('order of the file (rule 1)', async (t) => {
 
 t.test('a large seed streams from a generator with bounded read-ahead', async (t) => {
   const { sql } = await createTestDatabase(t);
-  const N = 20_000;
+  const N = 8_000;
   let produced = 0;
   let read = 0;
   let maxLead = 0;

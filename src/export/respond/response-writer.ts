@@ -1,60 +1,10 @@
-/**
- * Writes an export to its HTTP response with backpressure, and drops clients that would hold a
- * snapshot open for too long (decisions.md D6.3, D6.4, D8.3):
- * - stalled: the client accepted nothing for `stallTimeoutMs` of time during which data was waiting;
- * - too slow: over the last `stallTimeoutMs` of such waiting time it accepted fewer than
- *   `minDrainBytesPerS` per second (checked once that much waiting time has passed);
- * - deadline: `maxDurationMs` after the writer was made, whatever the export is waiting on;
- * - gone: the connection closed (also before the writer was made).
- * Dropping destroys the response, so a chunked body never gets its terminating chunk (D6.3), and ends
- * any pending write with ClientGoneError, whose `reason` says which rule applied.
- *
- * "Accepted" is what left the server: bytes handed to res.write minus what is still queued, in Node
- * (res.writableLength, which is res.outputSize plus the socket's writableLength, the libuv queue
- * included; socket.bufferSize is the same count) and in the kernel unacknowledged by the client
- * (send-queue.ts). Node's queue alone moves only when the kernel wakes the socket, in steps of a
- * third of a send buffer that autotunes up to 4 MB, far too coarse for these rules. Both are
- * sampled every `stallTimeoutMs / 10` (100 ms to 1 s) while data is waiting, not timed by 'drain'
- * events, which come only at those steps. Chunk framing and headers are counted as queued, so
- * "accepted" is a few bytes low, never high. Even the kernel's count moves only with the client's
- * window updates, seconds apart for slow readers (send-queue.ts): a stall timeout well above ~5 s,
- * like the default 60 s, is what lets these rules judge a slow reader by its real rate.
- *
- * Half-close, measured with Node 20's http server (Fastify 5 runs on it): `httpAllowHalfOpen` is
- * false by default, so when a client shuts its write side (FIN) after its request, Node ends the
- * socket's write side too. During the lookups nothing is queued, so the connection closes at once:
- * the response is destroyed and has emitted 'close' before the writer is made, and the client reads
- * no byte. In the middle of the stream the connection closes once Node's queue has gone out to the
- * kernel (the writer sees 'gone'), and the client's body lacks its terminating chunk; a client that
- * also stops reading never lets that queue out, so only the stall and floor rules drop it.
- *
- * Not a sign of a vanished client: the request's 'close', which Node emits once the request body was
- * read to its end, while the connection still lives; and a response without a socket, which is a
- * pipelined response waiting for the one before it.
- */
+/** Writes with backpressure, dropping stalled, slow, overdue or gone clients (D6.3, D6.4, D8.3; bench/optimisations.md). */
 import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
+import { ClientGoneError, type GoneReason } from '../../errors.js';
 import { sendQueueProbe, type SendQueueProbe } from './send-queue.js';
 
-/** Why a client was dropped, for logs and metrics. */
-export type GoneReason = 'gone' | 'stalled' | 'too-slow' | 'deadline';
-
-const MESSAGES: Record<GoneReason, string> = {
-  gone: 'client went away',
-  stalled: 'client accepted nothing for the stall timeout',
-  'too-slow': 'client accepted bytes more slowly than the drain floor',
-  deadline: 'export reached its maximum duration',
-};
-
-export class ClientGoneError extends Error {
-  override name = 'ClientGoneError';
-  constructor(
-    readonly reason: GoneReason,
-    message = MESSAGES[reason],
-  ) {
-    super(message);
-  }
-}
+const WRITE_SLICE_BYTES = 64 * 1024;
 
 export interface ResponseWriterOptions {
   /** Milliseconds (> 0): stall limit and the drain floor's window (decisions.md D6.4, D8.3). */
@@ -65,7 +15,6 @@ export interface ResponseWriterOptions {
   maxDurationMs: number;
 }
 
-/** Cumulative waiting time (ms) and bytes accepted during it. */
 interface Point {
   waited: number;
   accepted: number;
@@ -86,19 +35,14 @@ export class ResponseWriter {
   private waitedMs = 0;
   private waitStart = -1;
   private sampling = false;
-  /** Waiting time at the sampler's previous tick, ms. */
   private tickWaited = 0;
   /** The previous sample's raw reading; null when the next sample is a new baseline. */
   private last: Point | null = null;
   /** Counted waiting time and accepted bytes, oldest first, covering at least the last window. */
   private points: Point[] = [{ waited: 0, accepted: 0 }];
-  /** Counted waiting time at which the client last accepted anything. */
   private progressAt = 0;
 
-  /**
-   * Takes over writing to `res`. Throws RangeError on options out of range. When the connection is
-   * already gone, the writer is gone at once: check() throws.
-   */
+  /** Takes over writing to `res`. Throws RangeError on options out of range; gone at once if the connection is. */
   constructor(
     private readonly res: ServerResponse,
     private readonly options: ResponseWriterOptions,
@@ -122,34 +66,34 @@ export class ResponseWriter {
     }
   }
 
-  /** Bytes handed to the response so far. */
   get bytes(): number {
     return this.handed;
   }
 
-  /** Why the client was dropped; null while it is not. */
   get reason(): GoneReason | null {
     return this.reasonGone;
   }
 
-  /** Aborted with the ClientGoneError when the client is dropped, e.g. to cancel a query. */
   get signal(): AbortSignal {
     return this.controller.signal;
   }
 
-  /** Throws ClientGoneError when the client went away or was dropped. */
   check(): void {
     if (this.reasonGone === null && this.connectionLost()) this.drop('gone');
     if (this.reasonGone !== null) throw new ClientGoneError(this.reasonGone);
   }
 
-  /**
-   * Writes `chunk`; resolves once the response can take more. Rejects with ClientGoneError when the
-   * client goes away or is dropped, meanwhile or before.
-   */
+  /** Writes `chunk`; resolves once the response can take more. Rejects with ClientGoneError. */
   async write(chunk: Buffer): Promise<void> {
+    // Node counts a write as queued until all of it is out: one 8 MB write would hide a slow reader's pace.
+    for (let at = 0; at < chunk.length; at += WRITE_SLICE_BYTES) {
+      await this.#write(chunk.length <= WRITE_SLICE_BYTES ? chunk : chunk.subarray(at, at + WRITE_SLICE_BYTES));
+    }
     this.check();
-    if (chunk.length === 0) return;
+  }
+
+  async #write(chunk: Buffer): Promise<void> {
+    this.check();
     this.handed += chunk.length;
     if (this.res.write(chunk)) return;
     await new Promise<void>((resolve, reject) => {
@@ -196,7 +140,9 @@ export class ResponseWriter {
     if (this.reasonGone !== null) return;
     this.reasonGone = reason;
     this.stopTimers();
-    // No terminating chunk: the client can never take what it got for a complete body (D6.3).
+    // No terminating chunk (D6.3); a client dropped for its pace is reset, or the kernel keeps sending at its pace.
+    const socket = this.res.socket;
+    if (reason !== 'gone' && socket && !socket.destroyed) socket.resetAndDestroy();
     this.res.destroy();
     const err = new ClientGoneError(reason);
     this.controller.abort(err);
@@ -207,7 +153,6 @@ export class ResponseWriter {
     return this.waitedMs + (this.waitStart < 0 ? 0 : performance.now() - this.waitStart);
   }
 
-  /** A tick of the sampler, which runs while writes wait and stops after a tick without waiting. */
   private sample(): void {
     if (this.sampling) return;
     const waited = this.waitedTotal();
@@ -219,8 +164,7 @@ export class ResponseWriter {
       this.last = null; // the next wait starts a new baseline: time between waits does not count
       return;
     }
-    // Node's counters now, the kernel's when the probe answers: bytes Node hands to the kernel
-    // meanwhile count as not accepted, so the reading errs low, never high.
+    // Node's counters now, the kernel's later: bytes handed over meanwhile count as unaccepted (errs low, never high).
     const queued = this.res.writableLength;
     const handed = this.handed;
     const socket = this.res.socket;

@@ -5,13 +5,17 @@
  * kernel's socket buffers are part of what is tested (test/helpers/slow-client.ts). Each client's raw
  * bytes are decoded, so "aborted" means a chunked body without its terminating chunk.
  */
+import { ClientGoneError, type GoneReason } from '../../../src/errors.js';
 import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import type { Sql } from '../../../src/db/connect.js';
+import { loadConfig } from '../../../src/config.js';
+import { ChangeTokens } from '../../../src/export/change-token.js';
+import { exportSettings } from '../../../src/export/exporter.js';
 import { streamExport } from '../../../src/export/export-stream.js';
-import { ClientGoneError, ResponseWriter, type GoneReason, type ResponseWriterOptions } from '../../../src/export/respond/response-writer.js';
+import { ResponseWriter, type ResponseWriterOptions } from '../../../src/export/respond/response-writer.js';
 import { bytes, CHUNK, Client, KB, MB, serve } from '../../helpers/slow-client.js';
 
 /** Streams `total` bytes through `writer`; resolves to 'complete' or the reason the client was dropped. */
@@ -173,13 +177,11 @@ t.test('streamExport: a client gone during the lookups ends the export before it
       return Promise.reject(new Error('this test has no database'));
     },
   } as unknown as Sql;
-  const result = await streamExport(sql, { userId: 'u1', bookSlug: 'kb', excludeCategories: false, includeContentHtml: true }, x.res, {
-    mediaProxyPrefix: '/media/',
-    batchSize: 10,
-    stallTimeoutMs: 60_000,
-    minDrainBytesPerS: 16 * KB,
-    maxDurationMs: 3_600_000,
-  });
+  const config = loadConfig({ EXPORT_BATCH_SIZE: '10', STALL_TIMEOUT_MS: '60000', MIN_DRAIN_BYTES_PER_S: String(16 * KB) });
+  const changeTokens = new ChangeTokens({ secret: Buffer.alloc(32, 1), retentionDays: 30, mediaProxyPrefix: '/media/', outputFormat: '1' });
+  const settings = exportSettings(config, true, { rewritePool: null, plans: null, captureUpTo: 0, changeTokens });
+  const request = { userId: 'u1', bookSlug: 'kb', excludeCategories: false, includeContentHtml: true, format: 'json', encoding: 'identity', changedSince: null } as const;
+  const result = await streamExport(sql, request, x.res, settings, () => {});
   t.equal(result.outcome, 'client-gone');
   t.equal(began, 0, 'no transaction was begun');
 });

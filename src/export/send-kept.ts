@@ -1,0 +1,49 @@
+/**
+ * A body the export cache kept, sent as an export is (decisions.md D8.9, D8.10): the same writer
+ * rules, and `stop` (the fleet-wide lease's loss, D11.1) fails it as it fails a streamed export.
+ */
+import type { ServerResponse } from 'node:http';
+import { ClientGoneError } from '../errors.js';
+import { EventLoopSlices } from '../event-loop.js';
+import type { Kept } from './cache/export-cache.js';
+import { exportHeaders } from './encode/body-format.js';
+import { stopped, type ExportRequest, type ExportResult, type ExportSettings } from './export-stream.js';
+import { bodySink } from './respond/compression.js';
+import { ResponseWriter } from './respond/response-writer.js';
+
+const KEPT_CHUNK_BYTES = 64 * 1024;
+
+/** Compressed a slice at a time as it is written: no whole body is compressed on the event loop. */
+export async function sendKeptBody(
+  kept: Kept,
+  version: string,
+  req: Pick<ExportRequest, 'format' | 'encoding'>,
+  res: ServerResponse,
+  settings: Pick<ExportSettings, 'stallTimeoutMs' | 'minDrainBytesPerS' | 'maxDurationMs'>,
+  onHeaders: (version: string, token: string) => void,
+  stop: AbortSignal | null = null,
+): Promise<Omit<ExportResult, 'count' | 'version' | 'token'>> {
+  const writer = new ResponseWriter(res, settings);
+  const slices = new EventLoopSlices();
+  const sink = bodySink(writer, req.encoding);
+  const halted = stopped(stop);
+  try {
+    writer.check();
+    onHeaders(version, kept.token);
+    res.writeHead(200, exportHeaders(req.format, req.encoding));
+    for (let at = 0; at < kept.body.length; at += KEPT_CHUNK_BYTES) {
+      await Promise.race([sink.write(kept.body.subarray(at, at + KEPT_CHUNK_BYTES)), halted]);
+      await slices.pause();
+    }
+    await Promise.race([sink.end(), halted]);
+    res.end();
+    return { outcome: 'complete', bytes: writer.bytes };
+  } catch (err) {
+    sink.destroy();
+    res.destroy();
+    if (err instanceof ClientGoneError) return { outcome: 'client-gone', reason: err.reason, bytes: writer.bytes };
+    throw err;
+  } finally {
+    writer.close();
+  }
+}
