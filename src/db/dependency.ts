@@ -1,28 +1,7 @@
-/**
- * Failures of the services kb-export depends on (PostgreSQL, the rate-limit store), told apart from
- * bugs: before the first byte they are answered `503 SERVICE_UNAVAILABLE` with `Retry-After`, and
- * every wait on them is bounded (decisions.md D8.5).
- */
+/** Outages of PostgreSQL and the rate-limit store, told apart from bugs, every wait bounded (decisions.md D8.5). */
+import { DependencyError, type Dependency } from '../errors.js';
 
-export type Dependency = 'database' | 'rate-limit store';
-
-/** A dependency could not be reached or did not answer in time (decisions.md D8.5). */
-export class DependencyError extends Error {
-  override name = 'DependencyError';
-  constructor(
-    readonly dependency: Dependency,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
-}
-
-/**
- * Whether `err` means the database connection is gone or could not be made: a FATAL or PANIC
- * error, SQLSTATE class 08 (connection exception) or 57P01-57P03 (shutdown, cannot connect now),
- * or a socket error or connect timeout reported by postgres.js.
- */
+/** A lost or refused connection: FATAL/PANIC, SQLSTATE 08 or 57P01-57P03, or a postgres.js socket error or timeout. */
 export function isConnectionLost(err: unknown): boolean {
   const e = err as { code?: unknown; severity?: unknown } | null;
   if (e === null || typeof e !== 'object') return false;
@@ -31,29 +10,35 @@ export function isConnectionLost(err: unknown): boolean {
 }
 
 /**
- * Whether `err` says the database refused the work for now rather than that the request is
- * wrong: a lock or statement timeout (55P03, 57014), too many connections (53300), a serialisation
- * or deadlock failure cannot happen in a read-only export, so those are left to 500.
+ * A hot standby's recovery conflict (replica/recovery-conflict.ts): SQLSTATE 40001 or 40P01 and
+ * "… due to conflict with recovery".
  */
+export function isRecoveryConflict(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  if (e === null || typeof e !== 'object') return false;
+  return (e.code === '40001' || e.code === '40P01') && typeof e.message === 'string' && e.message.includes('conflict with recovery');
+}
+
+// Refused for now (55P03, 57014, 53300); serialisation and deadlock failures cannot happen read-only.
 function isDatabaseBusy(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return code === '55P03' || code === '57014' || code === '53300';
 }
 
-/** `err` as a DependencyError when it is a database outage (decisions.md D8.5), else undefined. */
+/**
+ * `err` as an outage (503 before the first byte, D8.5), or undefined when it is not one. A hot
+ * standby's recovery conflict (D11.5) is one of the replica's: the client retries, maybe elsewhere.
+ */
 export function asDatabaseOutage(err: unknown): DependencyError | undefined {
   if (err instanceof DependencyError) return err;
+  if (isRecoveryConflict(err)) return new DependencyError('replica', `replica cancelled the export: ${(err as Error).message}`, { cause: err });
   if (isConnectionLost(err) || isDatabaseBusy(err)) {
     return new DependencyError('database', `database unavailable: ${(err as Error).message}`, { cause: err });
   }
   return undefined;
 }
 
-/**
- * `work`, or a DependencyError once `ms` milliseconds have passed (decisions.md D8.5: every wait on
- * a dependency has a timeout). The work itself is not cancelled: its result is then ignored, and a
- * rejection after the timeout is not reported as unhandled.
- */
+/** `work`, or a DependencyError after `ms` (D8.5); the work is not cancelled, and its late rejection is swallowed. */
 export function withTimeout<T>(work: Promise<T>, ms: number, dependency: Dependency, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {

@@ -1,0 +1,63 @@
+/**
+ * A recovery conflict on a real hot standby (decisions.md D11.5): with max_standby_streaming_delay=0
+ * and no hot_standby_feedback, rows updated and vacuumed on the primary while a slow export reads
+ * them on the standby make the standby cancel the export. The body is aborted, never whole; the
+ * export log and metrics give the cause; the next export is whole.
+ */
+import t from 'tap';
+import { connect, type Sql } from '../../src/db/connect.js';
+import { migrate } from '../../src/db/migrate.js';
+import { rawGet, slowReader } from '../helpers/clients.js';
+import { seed, simpleSeed } from '../helpers/app.js';
+import { startLoggedServer } from '../helpers/logged-app.js';
+import { call } from '../helpers/http.js';
+import { startReplicaPair } from '../helpers/replica.js';
+
+const MB = 1024 * 1024;
+const pair = await startReplicaPair(t, { standbySettings: { max_standby_streaming_delay: 0, hot_standby_feedback: 'off' } });
+const primary: Sql = connect(pair.primary.url, { max: 2, applicationName: 'kbx-test' });
+t.teardown(() => primary.end({ timeout: 1 }));
+await migrate(primary);
+await seed(primary, simpleSeed([]));
+await primary.unsafe(`
+  INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_str)
+  SELECT 'l' || i, 'b-u1', 'l' || i, 'Large ' || i, 'document', 'a' || i, 1, repeat('text of a large page ', ${Math.floor((2 * MB) / 21)})
+  FROM generate_series(1, 8) i`);
+await pair.waitForReplay();
+
+t.test('the standby cancels a slow export to replay a vacuum: aborted, logged and counted; the next export is whole', async (t) => {
+  const server = await startLoggedServer(t, pair.primary.url, {
+    DATABASE_REPLICA_URL: pair.standby.url,
+    REPLICA_CHECK_INTERVAL_MS: '100',
+    EXPORT_CACHE_BYTES: '0',
+    MIN_DRAIN_BYTES_PER_S: '0',
+    LOG_LEVEL: 'info',
+  });
+  const url = `${server.url}/api/v1/open/books/kb/docs`;
+  const auth = { authorization: 'Bearer kbx_u1' };
+  const reader = slowReader(url, auth, 256 * 1024);
+  t.teardown(() => reader.abort());
+  const deadline = Date.now() + 10_000;
+  while (reader.received < 64 * 1024 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+  t.equal(reader.peek().status, 200, 'the export streams from the standby');
+
+  await primary`UPDATE documents SET name = name || ' (edited)' WHERE book_id = 'b-u1'`;
+  await primary`VACUUM documents`;
+  reader.setRate(Infinity);
+  const res = await reader.done;
+  t.equal(res.status, 200);
+  t.notOk(res.complete, 'the body never got its terminating chunk (D6.3)');
+
+  // The export's end is logged once its cause is known, which may be after the client saw the cut.
+  const ended = async () => server.logs.find((l) => l.msg === 'export ended' && l.outcome === 'failed');
+  for (const until = Date.now() + 5000; !(await ended()) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 25));
+  t.match(await ended(), { source: 'replica 0', cause: 'recovery_conflict', reason: 'recovery_conflict' }, 'the export log names the cause');
+  const metrics = (await call(server.url, '/metrics', { auth: null })).text;
+  t.match(metrics, /kb_export_export_failures_total\{cause="recovery_conflict"\} 1\b/, 'and so do the metrics');
+
+  const next = await rawGet(url, auth);
+  t.equal(next.status, 200);
+  t.ok(next.complete, 'the next export is whole');
+  t.match(next.body.subarray(-40).toString(), /"meta":\{"count":8\}\}$/);
+  t.match(next.body.subarray(0, 4096).toString(), /\(edited\)/, 'with the edits replayed');
+});
