@@ -1,28 +1,38 @@
 /**
- * `npm run build && node dist/bench/backup.js [--size large|medium|small]`: `kb-export backup`
- * against `curl -o` of the same export from the same server in the same run (curl is the
- * baseline: what people run without this client), each the median of 3 runs, alternating, and the
- * client's peak RSS (VmHWM of its process, read from /proc while it runs), run as the `kb-export`
- * executable (its shebang's runtime flags apply). Both write to a local
- * file; the client also parses and verifies every byte, and fsyncs. The server is bench/server.ts
- * on the benchmark database (bench/lib/datasets.ts), the same as `npm run bench`.
+ * `npm run build && node dist/bench/backup.js [--size large|medium|small] [--runs N]`: `kb-export
+ * backup` against `curl -o` of the same export from the same server in the same run (curl is the
+ * baseline: what people run without this client), once per way the file can be written:
+ * - plain JSON: curl asks for no compression; the client asks for one in transit, decodes it,
+ *   verifies and writes the JSON;
+ * - `.json.gz`, `.json.br` (and `.json.zst` where the runtime has zstd): curl asks for that
+ *   Content-Encoding and writes the compressed bytes as they arrive; the client asks for the same,
+ *   writes the server's bytes as they arrive and verifies a decompressed copy beside them.
+ * Each the median of N runs (default 3), curl and the client alternating, with the client's peak
+ * RSS (VmHWM of its process, read from /proc while it runs), run as the `kb-export` executable (its
+ * shebang's runtime flags apply). The client also verifies every byte and fsyncs. The server is
+ * bench/server.ts on the benchmark database (bench/lib/datasets.ts), the same as `npm run bench`,
+ * with its export cache off, so every request streams.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import zlib from 'node:zlib';
 import { documentsForSize } from '../src/generate/sizes.js';
 import { BENCH_KEY, ensureDataset, openBenchDatabase } from './lib/datasets.js';
 import { startServer } from './lib/server-process.js';
 import { machineInfo } from './machine.js';
 
 const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../src/cli.js');
-const size = process.argv.includes('--size') ? process.argv[process.argv.indexOf('--size') + 1]! : 'large';
+const arg = (name: string, fallback: string) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1]! : fallback);
+const size = arg('--size', 'large');
+const runs = Number(arg('--runs', '3'));
 
 interface Measured {
   ms: number;
   peakRssBytes: number;
+  stderr: string;
 }
 
 /** Runs `cmd`, reading its VmHWM from /proc until it exits; rejects on a non-zero exit. */
@@ -43,13 +53,28 @@ function measure(cmd: string, args: string[], env: NodeJS.ProcessEnv): Promise<M
   return new Promise((resolve, reject) => {
     child.on('exit', (code) => {
       clearInterval(poll);
-      if (code === 0) resolve({ ms: performance.now() - started, peakRssBytes: peak });
+      if (code === 0) resolve({ ms: performance.now() - started, peakRssBytes: peak, stderr });
       else reject(new Error(`${cmd} exited ${code}: ${stderr}`));
     });
   });
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const hasZstd = typeof (zlib as { createZstdDecompress?: unknown }).createZstdDecompress === 'function';
+
+interface Scenario {
+  label: string;
+  /** The Content-Encoding curl asks for, or null for none. */
+  encoding: string | null;
+  file: string;
+}
+
+const SCENARIOS: Scenario[] = [
+  { label: 'plain JSON', encoding: null, file: 'backup.json' },
+  { label: 'gzip (.json.gz)', encoding: 'gzip', file: 'backup.json.gz' },
+  { label: 'brotli (.json.br)', encoding: 'br', file: 'backup.json.br' },
+  ...(hasZstd ? [{ label: 'zstd (.json.zst)', encoding: 'zstd', file: 'backup.json.zst' }] : []),
+];
 
 const db = await openBenchDatabase();
 const dataset = await ensureDataset(db.sql, size, documentsForSize(size), (l) => process.stderr.write(`${l}\n`));
@@ -57,30 +82,46 @@ const server = await startServer({ databaseUrl: db.url, env: { EXPORT_CACHE_BYTE
 const dir = mkdtempSync(path.join(os.tmpdir(), 'kb-export-bench-backup-'));
 try {
   const url = `${server.base}/api/v1/open/books/${dataset.slug}/docs`;
-  const curl: Measured[] = [];
-  const client: Measured[] = [];
-  let bytes = 0;
-  for (let i = 0; i < 3; i++) {
-    curl.push(await measure('curl', ['-sf', '-o', path.join(dir, 'curl.json'), '-H', `Authorization: Bearer ${BENCH_KEY}`, url], process.env));
-    client.push(
-      await measure(CLI, ['backup', '--server', server.base, '--book', dataset.slug, '--out', path.join(dir, 'backup.json'), '--quiet'], {
+  const rows: string[] = [];
+  let jsonBytes = 0;
+  for (const s of SCENARIOS) {
+    const curl: Measured[] = [];
+    const client: Measured[] = [];
+    let curlBytes = 0;
+    let fileBytes = 0;
+    for (let i = 0; i < runs; i++) {
+      const curlOut = path.join(dir, `curl-${s.file}`);
+      const headers = ['-H', `Authorization: Bearer ${BENCH_KEY}`, ...(s.encoding ? ['-H', `Accept-Encoding: ${s.encoding}`] : [])];
+      curl.push(await measure('curl', ['-sf', '-o', curlOut, ...headers, url], process.env));
+      curlBytes = statSync(curlOut).size;
+      const run = await measure(CLI, ['backup', '--server', server.base, '--book', dataset.slug, '--out', path.join(dir, s.file)], {
         ...process.env,
         KB_EXPORT_API_KEY: BENCH_KEY,
-      }),
+      });
+      client.push(run);
+      fileBytes = statSync(path.join(dir, s.file)).size;
+      // The compressed backups must be the server's bytes, not the client's own compression.
+      if (s.encoding !== null && !run.stderr.includes(`${s.encoding} as the server sent it`)) throw new Error(`${s.file} was not written as sent: ${run.stderr}`);
+      const m = / (\d+) bytes/.exec(run.stderr.split('\n').filter((l) => l.startsWith('wrote '))[0] ?? '');
+      if (m) jsonBytes = Number(m[1]);
+      if (s.encoding === null && fileBytes !== curlBytes) throw new Error('the backup and curl wrote different sizes');
+    }
+    const c = median(curl.map((x) => x.ms));
+    const b = median(client.map((x) => x.ms));
+    const mbs = (ms: number) => (jsonBytes / 1e6 / (ms / 1000)).toFixed(1);
+    const peak = (xs: Measured[]) => `${(Math.max(...xs.map((x) => x.peakRssBytes)) / 2 ** 20).toFixed(1)} MB`;
+    rows.push(
+      `| ${s.label} | ${(fileBytes / 1e6).toFixed(1)} MB | ${(c / 1000).toFixed(1)} s (${mbs(c)} MB/s of JSON), ${peak(curl)} | ${(b / 1000).toFixed(1)} s (${mbs(b)} MB/s of JSON), ${peak(client)} | ${(b / c).toFixed(2)}× |`,
     );
-    bytes = statSync(path.join(dir, 'backup.json')).size;
-    if (bytes !== statSync(path.join(dir, 'curl.json')).size) throw new Error('the backup and curl wrote different sizes');
   }
   const m = machineInfo();
-  const mbs = (ms: number) => (bytes / 1e6 / (ms / 1000)).toFixed(1);
-  const c = median(curl.map((x) => x.ms));
-  const b = median(client.map((x) => x.ms));
   console.log(`## kb-export backup against curl -o (bench/backup.ts)\n`);
-  console.log(`${m.cpu}, ${m.cores} cores, Node.js ${m.node}; the \`${size}\` knowledge base, ${dataset.exported} documents, ${(bytes / 1e6).toFixed(0)} MB of JSON; median of 3 alternating runs.\n`);
-  console.log('| Client | Time | MB/s | × curl time | Peak RSS of the client |');
+  console.log(
+    `${m.cpu}, ${m.cores} cores, Node.js ${m.node}; the \`${size}\` knowledge base, ${dataset.exported} documents, ${(jsonBytes / 1e6).toFixed(0)} MB of JSON; median of ${runs} alternating runs; peak RSS the highest of the runs.\n`,
+  );
+  console.log('| File | Size on disk | curl -o of the same export (baseline), peak RSS | kb-export backup, peak RSS | × curl time |');
   console.log('|---|---:|---:|---:|---:|');
-  console.log(`| curl -o (baseline) | ${(c / 1000).toFixed(1)} s | ${mbs(c)} | 1.00 | ${(median(curl.map((x) => x.peakRssBytes)) / 2 ** 20).toFixed(1)} MB |`);
-  console.log(`| kb-export backup | ${(b / 1000).toFixed(1)} s | ${mbs(b)} | ${(b / c).toFixed(2)} | ${(Math.max(...client.map((x) => x.peakRssBytes)) / 2 ** 20).toFixed(1)} MB (highest of the runs) |`);
+  for (const r of rows) console.log(r);
 } finally {
   rmSync(dir, { recursive: true, force: true });
   await server.stop();

@@ -8,7 +8,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import zlib from 'node:zlib';
-import { DEFAULT_MEDIA_PREFIX, exportedDocument } from '../src/generate/expected-export.js';
+import { DEFAULT_MEDIA_PREFIX, exportedDocument } from './lib/expected-export.js';
 import { generateDocuments } from '../src/generate/generator.js';
 import { machineInfo } from './machine.js';
 

@@ -11,14 +11,13 @@
  *
  * `node dist/bench/encoder.js [--quick]` runs it alone and prints the rows.
  */
+import { DOC, type DocumentRow } from '../src/export/encode/rows.js';
 import { isDeepStrictEqual } from 'node:util';
-import { contentHtmlAsStored, encodeDocument, type ContentHtmlJson } from '../src/export/encode/document-encoder.js';
-import { rewriteBatchHtml } from '../src/export/rewrite/html-stage.js';
-import { mayNeedRewrite, rewriteHtml } from '../src/export/rewrite/html-rewriter.js';
+import { encodeDocument } from '../src/export/encode/document-encoder.js';
+import { jsonHtmlMayNeedRewrite, mayNeedRewrite, rewriteHtml } from '../src/export/rewrite/rewriter/html-rewriter.js';
 import { JsonChunker } from '../src/export/encode/json-encoder.js';
-import { rewriteMediaUrl } from '../src/export/rewrite/media-url.js';
-import { DOC, type DocumentRow } from '../src/export/snapshot/query.js';
-import { rowFromValues, type DocumentValues } from './lib/rows.js';
+import { rewriteMediaUrl } from '../src/export/rewrite/rewriter/media-url.js';
+import { FIELD, rowFromValues, stagedRow, type DocumentValues } from './lib/rows.js';
 import type { SeedDocument } from '../src/load/seed-types.js';
 import { generateDocuments } from '../src/generate/generator.js';
 import { fmt, mb, type ResultRow, type ScenarioResult } from './result.js';
@@ -32,10 +31,6 @@ import {
   yieldToEventLoop,
 } from './rewriter.js';
 
-/** contentHtml of `rows` as the export's HTML stage gives it: parsed on the event loop, no stored plans. */
-function stageHtml(rows: readonly DocumentRow[]): ContentHtmlJson[] {
-  return rewriteBatchHtml(rows, { prefix: BENCH_MEDIA_PREFIX, offloadBytes: 0 }) as ContentHtmlJson[];
-}
 
 /** Bytes of the chunks taken out, as export-body.ts takes them. */
 function chunkBytes(c: JsonChunker): number {
@@ -162,7 +157,8 @@ async function prepare(documents: number): Promise<Data> {
     const row = rowFromValues(values);
     const exp = expectedObject(values);
     const chunker = new JsonChunker();
-    encodeDocument(row, BENCH_MEDIA_PREFIX, chunker, stageHtml([row])[0]!);
+    const staged = stagedRow(row, BENCH_MEDIA_PREFIX);
+    encodeDocument(row, staged.coverUrl, chunker, staged.html);
     const ours = Buffer.concat(chunker.takeChunks());
     const text = JSON.stringify(exp.object);
     let parsed: unknown;
@@ -173,14 +169,14 @@ async function prepare(documents: number): Promise<Data> {
     }
     if (!isDeepStrictEqual(parsed, exp.object) || JSON.stringify(parsed) !== text) {
       data.mismatches++;
-      if (data.examples.length < 3) data.examples.push(`${values[DOC.id]}: ${ours.toString('utf8', 0, 160)}…`);
+      if (data.examples.length < 3) data.examples.push(`${values[FIELD.id]}: ${ours.toString('utf8', 0, 160)}…`);
     }
     if (ours.equals(Buffer.from(text))) data.identical++;
     if (!exp.htmlVerified) data.unverifiedHtml++;
     const html = row[DOC.contentHtml];
-    const flagged = contentHtmlAsStored(html) === undefined;
+    const flagged = html !== null && jsonHtmlMayNeedRewrite(html);
     if (!flagged) data.plain.push(data.rows.length);
-    else if (!mayNeedRewrite(values[DOC.contentHtml]!)) data.jsonOnlyFlagged++;
+    else if (!mayNeedRewrite(values[FIELD.contentHtml]!)) data.jsonOnlyFlagged++;
     data.values.push(values);
     data.rows.push(row);
     data.objects.push(JSON.parse(text) as object);
@@ -202,12 +198,12 @@ function oursPass(rows: readonly DocumentRow[]): Pass {
   return (idx) => {
     const out = new JsonChunker();
     const batch = Array.from(idx, (i) => rows[i]!);
-    // The export's own order of work: the HTML stage over the batch, then the encoder.
-    const html = stageHtml(batch);
+    // The export's own order of work: the rewrite stage over the batch, then the encoder.
+    const staged = batch.map((row) => stagedRow(row, BENCH_MEDIA_PREFIX));
     let bytes = 0;
     for (let i = 0; i < batch.length; i++) {
       if (i > 0) out.push(COMMA);
-      encodeDocument(batch[i]!, BENCH_MEDIA_PREFIX, out, html[i]!);
+      encodeDocument(batch[i]!, staged[i]!.coverUrl, out, staged[i]!.html);
       if (out.full) bytes += chunkBytes(out);
     }
     return bytes + chunkBytes(out);
@@ -257,29 +253,29 @@ function builtObjectPass(values: readonly DocumentValues[]): Pass {
   const empty = (s: string | null) => (s === null || s === '' ? null : s);
   const orDefault = (s: string | null, d: string) => (s === null || s === '' ? d : s);
   const build = (r: DocumentValues) => {
-    const coverUrl = r[DOC.coverUrl];
-    const tags = r[DOC.tags];
-    const html = r[DOC.contentHtml];
+    const coverUrl = r[FIELD.coverUrl];
+    const tags = r[FIELD.tags];
+    const html = r[FIELD.contentHtml];
     return {
-      id: r[DOC.id],
-      slug: r[DOC.slug],
-      name: r[DOC.name],
-      type: r[DOC.type],
-      parentId: empty(r[DOC.parentId]),
-      orderKey: r[DOC.orderKey],
-      description: empty(r[DOC.description]),
-      emojiInfo: empty(r[DOC.emojiInfo]),
+      id: r[FIELD.id],
+      slug: r[FIELD.slug],
+      name: r[FIELD.name],
+      type: r[FIELD.type],
+      parentId: empty(r[FIELD.parentId]),
+      orderKey: r[FIELD.orderKey],
+      description: empty(r[FIELD.description]),
+      emojiInfo: empty(r[FIELD.emojiInfo]),
       cover:
         coverUrl === null || coverUrl === ''
           ? null
-          : { url: rewriteMediaUrl(coverUrl, BENCH_MEDIA_PREFIX), position: orDefault(r[DOC.coverPosition], 'center') },
+          : { url: rewriteMediaUrl(coverUrl, BENCH_MEDIA_PREFIX), position: orDefault(r[FIELD.coverPosition], 'center') },
       tags: tags === null || tags.length === 0 ? null : tags,
-      themeId: orDefault(r[DOC.themeId], 'default'),
-      backgroundThemeId: orDefault(r[DOC.backgroundThemeId], 'transparent'),
-      bodyFontSize: orDefault(r[DOC.bodyFontSize], 'default'),
-      createdAt: r[DOC.createdAt],
-      updatedAt: r[DOC.updatedAt],
-      contentStr: empty(r[DOC.contentStr]),
+      themeId: orDefault(r[FIELD.themeId], 'default'),
+      backgroundThemeId: orDefault(r[FIELD.backgroundThemeId], 'transparent'),
+      bodyFontSize: orDefault(r[FIELD.bodyFontSize], 'default'),
+      createdAt: r[FIELD.createdAt],
+      updatedAt: r[FIELD.updatedAt],
+      contentStr: empty(r[FIELD.contentStr]),
       contentHtml: html === null || html === '' ? null : rewriteHtml(html, BENCH_MEDIA_PREFIX),
     };
   };

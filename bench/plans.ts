@@ -170,7 +170,7 @@ export async function run(o: PlansBenchOptions): Promise<ScenarioResult> {
     }
     log(`10. COPY relayed by the server to the client, against COPY`);
     const copyRelay = await copy();
-    relay = await drainUrl(`${server.base}/bench/relay/${encodeURIComponent(large.bookId)}`);
+    relay = await drainUrl(`${server.benchBase}/bench/relay/${encodeURIComponent(large.bookId)}`);
     relay.copyMs = copyRelay;
     log(`    ${mb(relay.bytes)} in ${fmt(relay.ms / 1000, 2)} s`);
   } finally {

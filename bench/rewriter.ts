@@ -9,8 +9,8 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { RewritingStream } from 'parse5-html-rewriting-stream';
 import { SAXParser, type StartTag } from 'parse5-sax-parser';
-import { mayNeedRewrite, rewriteHtml } from '../src/export/rewrite/html-rewriter.js';
-import { rewriteMediaUrl, rewriteSrcset } from '../src/export/rewrite/media-url.js';
+import { mayNeedRewrite, rewriteHtml } from '../src/export/rewrite/rewriter/html-rewriter.js';
+import { rewriteMediaUrl, rewriteSrcset } from '../src/export/rewrite/rewriter/media-url.js';
 import { generateDocuments } from '../src/generate/generator.js';
 import { fmt, mb, type ResultRow, type ScenarioResult } from './result.js';
 

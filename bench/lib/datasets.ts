@@ -10,7 +10,7 @@ import postgres from 'postgres';
 import { connect, type Sql } from '../../src/db/connect.js';
 import { startEmbeddedPostgres } from '../../src/db/embedded.js';
 import { migrate } from '../../src/db/migrate.js';
-import { loadGenerated } from '../../src/generate/load-generated.js';
+import { loadGenerated } from './load-generated.js';
 
 export const BENCH_USER = 'bench-user';
 export const BENCH_KEY = 'kbx_bench_key';
@@ -76,7 +76,7 @@ export interface Dataset {
 
 /**
  * Makes sure knowledge base `name` holds `documents` generated documents (seed 42), loading it
- * when missing or generated otherwise (src/generate/load-generated.ts tells). Progress goes to `log`.
+ * when missing or generated otherwise (bench/lib/load-generated.ts tells). Progress goes to `log`.
  */
 export async function ensureDataset(
   sql: Sql,

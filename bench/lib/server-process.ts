@@ -13,6 +13,8 @@ import { cliRuntime } from './cli-runtime.js';
 export interface ServerProcess {
   /** `http://127.0.0.1:<port>` */
   base: string;
+  /** The benchmarks' own listener in the same process (bench/server.ts): `/bench/ceiling/…`, `/bench/relay/…`. */
+  benchBase: string;
   pid: number;
   /** Current RSS, bytes. */
   rss(): Promise<number>;
@@ -61,6 +63,7 @@ function exited(child: ChildProcess): Promise<void> {
 /** Starts bench/server.ts on a free port and resolves once it answers HTTP. Throws if it exits first. */
 export async function startServer(opts: ServerOptions): Promise<ServerProcess> {
   const port = await freePort();
+  const benchPort = await freePort();
   const runtime = cliRuntime(CLI_JS);
   const args = [
     ...runtime.nodeFlags,
@@ -75,6 +78,7 @@ export async function startServer(opts: ServerOptions): Promise<ServerProcess> {
       DATABASE_URL: opts.databaseUrl,
       HOST: '127.0.0.1',
       PORT: String(port),
+      BENCH_PORT: String(benchPort),
       // The load scenarios send far more than a client should; the limiter still runs on every request.
       RATE_LIMIT_MAX: '1000000000',
       // Every scenario drives the server with one key; scenario 9 sets its own limits.
@@ -108,6 +112,7 @@ export async function startServer(opts: ServerOptions): Promise<ServerProcess> {
   const pid = child.pid!;
   return {
     base,
+    benchBase: `http://127.0.0.1:${benchPort}`,
     pid,
     rss: () => statusField(pid, 'VmRSS'),
     peakRss: () => statusField(pid, 'VmHWM'),

@@ -1,6 +1,7 @@
 /**
- * The databases bench/write-cost.ts compares: migrated up to 0001 (no trigger), 0002 and 0003, and
- * 0003 with the statement-level UPDATE trigger it was chosen over.
+ * The databases bench/write-cost.ts compares: migrated up to 0001 (no trigger), 0002 and 0003, 0003
+ * with the statement-level UPDATE trigger it was chosen over, and 0006 (0003 plus the change
+ * tracking for deltas).
  */
 import { copyFile, mkdtemp, readdir } from 'node:fs/promises';
 import os from 'node:os';
@@ -50,6 +51,8 @@ export interface Variant {
   extraSql?: string;
   /** Whether a content_yjs-only update moves the version; null: no version at all. */
   autosaveBumps: boolean | null;
+  /** Whether removals are recorded (sql/0006_change_tracking.sql). */
+  tracksChanges?: boolean;
 }
 
 export const VARIANTS: Variant[] = [
@@ -57,6 +60,13 @@ export const VARIANTS: Variant[] = [
   { name: '0002', what: 'counter, every document write bumps (up to 0002)', upTo: 2, autosaveBumps: true },
   { name: '0003', what: 'random, row-level UPDATE OF exported columns WHEN they differ (up to 0003)', upTo: 3, autosaveBumps: false },
   { name: '0003-stmt', what: '0003 with a statement-level UPDATE trigger comparing every row', upTo: 3, extraSql: STATEMENT_LEVEL_SQL, autosaveBumps: false },
+  {
+    name: '0006',
+    what: '0003 plus the change tracking for deltas: changed_xid set by a BEFORE UPDATE OF … WHEN trigger and indexed, removals recorded (up to 0006)',
+    upTo: 6,
+    autosaveBumps: false,
+    tracksChanges: true,
+  },
 ];
 
 /**

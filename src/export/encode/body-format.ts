@@ -1,19 +1,12 @@
-/**
- * The two shapes of an export body, from one pipeline: one JSON object (export-api.md 4.1), or
- * newline-delimited JSON for line-oriented ETL (decisions.md D9.4): a first line
- * `{"success":true,"book":{…}}`, one document per line, and `{"meta":{"count":N}}` last, the
- * completeness marker. Only the framing around the same encoded book and documents differs.
- */
+/** The two body shapes, one JSON object (export-api.md 4.1) or NDJSON (decisions.md D9.4), differ only in framing. */
 
 export type BodyFormat = 'json' | 'ndjson';
 
-/** The media type of each format, as `Accept` names it and `Content-Type` answers it. */
 export const MEDIA_TYPES: Readonly<Record<BodyFormat, string>> = {
   json: 'application/json',
   ndjson: 'application/x-ndjson',
 };
 
-/** What the export's answers vary by (decisions.md D9.3, D9.4), for caches between it and clients. */
 const EXPORT_VARY = 'Accept, Accept-Encoding';
 
 /** Response headers of a successful export (decisions.md D6.5, D9.3, D9.4). */
@@ -26,16 +19,16 @@ export function exportHeaders(format: BodyFormat, encoding = 'identity'): Record
   };
 }
 
-/** What goes around the encoded book object and documents. */
 export interface Framing {
-  /** Before the book object. */
   readonly head: string;
-  /** After the book object, before the first document. */
   readonly afterBook: string;
-  /** Between two documents. */
   readonly between: Buffer | null;
-  /** After each document. */
   readonly afterDocument: Buffer | null;
+  /** A delta's removed ids (decisions.md D12.2): what opens them, what goes before and after each id's JSON text. */
+  readonly removedOpen: Buffer;
+  readonly removedBefore: Buffer | null;
+  readonly removedBetween: Buffer | null;
+  readonly removedAfter: Buffer | null;
   /** The end: written only after the snapshot was read in full (decisions.md D6.3). */
   closing(count: number): string;
 }
@@ -48,6 +41,11 @@ export const FRAMING: Readonly<Record<BodyFormat, Framing>> = {
     afterBook: ',"documents":[',
     between: Buffer.from(','),
     afterDocument: null,
+    // The documents' `]` ends them; the closing's `]` ends the removed ids then.
+    removedOpen: Buffer.from('],"removed":['),
+    removedBefore: null,
+    removedBetween: Buffer.from(','),
+    removedAfter: null,
     closing: (count) => `],"meta":{"count":${count}}}`,
   },
   ndjson: {
@@ -55,6 +53,10 @@ export const FRAMING: Readonly<Record<BodyFormat, Framing>> = {
     afterBook: '}\n',
     between: null,
     afterDocument: NEWLINE,
+    removedOpen: Buffer.alloc(0),
+    removedBefore: Buffer.from('{"removed":'),
+    removedBetween: null,
+    removedAfter: Buffer.from('}\n'),
     closing: (count) => `{"meta":{"count":${count}}}\n`,
   },
 };

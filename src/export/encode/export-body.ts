@@ -1,25 +1,25 @@
-/**
- * The body of one export as it is encoded and written: `{"success":true,"book":…,"documents":[`,
- * each document, and `],"meta":{"count":N}}` last (decisions.md D2.5), or the same as NDJSON lines
- * (D9.4, body-format.ts), in chunks through the ResponseWriter (backpressure), counting documents
- * and keeping a copy of a small body for the export cache.
- */
-import { encodeClosing, encodeDocument, encodeOpening, type ContentHtmlJson } from './document-encoder.js';
+/** One export's body, encoded in chunks and written with backpressure; keeps a copy of a small body for the cache. */
+import { type BookRow, type DocumentRow } from './rows.js';
+import { DOCUMENT_END, encodeClosing, encodeDocumentHead, encodeOpening, storedContentHtml, type BatchRewrites } from './document-encoder.js';
 import { JsonChunker } from './json-encoder.js';
 import { FRAMING, type BodyFormat, type Framing } from './body-format.js';
-import type { BookRow, DocumentRow } from '../snapshot/query.js';
-import type { BodySink } from '../respond/compression.js';
+
+export interface BodySink {
+  /** Resolves when more may be written; rejects with ClientGoneError. */
+  write(chunk: Buffer): Promise<void>;
+  flush(): Promise<void>;
+  /** The end of the body (only after the snapshot committed: D6.3). */
+  end(): Promise<void>;
+}
 
 interface ExportBodyOptions {
-  mediaProxyPrefix: string;
-  /** JSON (the default) or NDJSON (decisions.md D9.4). */
   format?: BodyFormat;
-  /** Bytes per written chunk. */
   chunkSize?: number;
-  /** Keep a copy of the body while it is at most this many bytes. */
   captureUpTo?: number;
   /** Flush the sink after every batch: a compressor holds back what it was given (decisions.md D9.3). */
   flushEachBatch?: boolean;
+  /** Yields to the event loop when a slice has run its time (decisions.md D8.8). */
+  pause: () => Promise<void>;
 }
 
 export class ExportBody {
@@ -27,10 +27,11 @@ export class ExportBody {
   readonly #format: BodyFormat;
   readonly #framing: Framing;
   #count = 0;
+  #removed = 0;
+  #removedOpen = false;
   #captured: Buffer[] | null;
   #capturedBytes = 0;
 
-  /** Writes into `sink` (the response, compressed or not: respond/compression.ts). */
   constructor(
     private readonly sink: BodySink,
     private readonly opts: ExportBodyOptions,
@@ -41,7 +42,6 @@ export class ExportBody {
     this.#captured = opts.captureUpTo !== undefined ? [] : null;
   }
 
-  /** Documents encoded so far. */
   get count(): number {
     return this.#count;
   }
@@ -51,27 +51,37 @@ export class ExportBody {
     return this.#captured === null ? undefined : Buffer.concat(this.#captured, this.#capturedBytes);
   }
 
-  /** Starts the body with the book. */
   open(book: BookRow): void {
     this.#chunker.push(encodeOpening(book, this.#format));
   }
 
-  /**
-   * Encodes the documents of a batch, `html[i]` being row i's contentHtml JSON text as exported
-   * (html-stage.ts), and writes each full chunk. Throws ClientGoneError.
-   */
-  async writeBatch(rows: readonly DocumentRow[], html: readonly ContentHtmlJson[]): Promise<void> {
+  /** Encodes a batch's documents with their rewrites and writes each full chunk. Throws ClientGoneError. */
+  async writeBatch(rows: readonly DocumentRow[], rewrites: BatchRewrites): Promise<void> {
+    const out = this.#chunker;
     for (let i = 0; i < rows.length; i++) {
-      if (this.#count > 0 && this.#framing.between !== null) this.#chunker.push(this.#framing.between);
-      encodeDocument(rows[i]!, this.opts.mediaProxyPrefix, this.#chunker, html[i]!);
-      if (this.#framing.afterDocument !== null) this.#chunker.push(this.#framing.afterDocument);
+      if (this.#count > 0 && this.#framing.between !== null) out.push(this.#framing.between);
+      encodeDocumentHead(rows[i]!, rewrites.coverUrls[i]!, out);
+      const html = rewrites.contentHtml[i]!;
+      if (html === null || Buffer.isBuffer(html)) out.push(storedContentHtml(html));
+      else {
+        let n = 0;
+        for (const piece of html) {
+          out.push(piece);
+          if (++n % 1024 === 0) {
+            if (out.full) await this.#writeChunks();
+            await this.opts.pause();
+          }
+        }
+      }
+      out.push(DOCUMENT_END);
+      if (this.#framing.afterDocument !== null) out.push(this.#framing.afterDocument);
       this.#count++;
-      if (this.#chunker.full) await this.#writeChunks();
+      if (out.full) await this.#writeChunks();
+      await this.opts.pause();
     }
     if (this.opts.flushEachBatch) await this.flush();
   }
 
-  /** Writes what is encoded so far, full chunk or not, and flushes the sink. Throws ClientGoneError. */
   async flush(): Promise<void> {
     await this.#writeChunks();
     await this.sink.flush();
@@ -89,9 +99,28 @@ export class ExportBody {
   }
 
   /**
-   * Writes `],"meta":{"count":N}}` and the rest: only once the snapshot was read in full and
-   * committed (decisions.md D6.3).
+   * Writes a delta's removed ids (decisions.md D12.2), each its JSON string's bytes, after every
+   * document; call it for each batch of them, with none at all for a delta without removals.
    */
+  async writeRemoved(ids: readonly Buffer[]): Promise<void> {
+    const f = this.#framing;
+    const out = this.#chunker;
+    if (!this.#removedOpen) {
+      this.#removedOpen = true;
+      out.push(f.removedOpen);
+    }
+    for (const id of ids) {
+      if (this.#removed > 0 && f.removedBetween !== null) out.push(f.removedBetween);
+      if (f.removedBefore !== null) out.push(f.removedBefore);
+      out.push(id);
+      if (f.removedAfter !== null) out.push(f.removedAfter);
+      this.#removed++;
+      if (out.full) await this.#writeChunks();
+      await this.opts.pause();
+    }
+  }
+
+  /** Writes the closing with `meta.count`: only after the snapshot committed (decisions.md D6.3). */
   async finish(): Promise<void> {
     this.#chunker.push(encodeClosing(this.#count, this.#format));
     await this.#writeChunks();

@@ -1,60 +1,56 @@
-/**
- * A hand-written incremental JSON encoder: the caller appends JSON text piece by piece, as UTF-8
- * bytes or strings, and takes it out in chunks of about `chunkSize` bytes, so a response of any
- * size is written with bounded memory. Strings are escaped by V8's JSON.stringify (quotes,
- * backslashes, control characters and lone surrogates; U+2028/2029 stay literal, which JSON allows)
- * or, for document columns, by PostgreSQL's `to_json` (query.ts).
- */
+/** An incremental JSON encoder: text appended piece by piece, taken out in chunks, so memory stays bounded. */
 
-/** Buffers JSON text and hands it out in chunks of bytes. */
+/** Largest buffer a chunk is filled in, whatever chunkSize: a chunkSize above it takes several. */
+const MAX_CHUNK_BYTES = 256 * 1024;
+
+/** Small pieces are copied into the chunk being filled; a piece of a chunk's size or more goes on uncopied (D8.4). */
 export class JsonChunker {
-  private parts: Buffer[] = [];
-  private bytes = 0;
+  #chunk: Buffer | null = null;
+  #used = 0;
+  #ready: Buffer[] = [];
+  #readyBytes = 0;
 
-  /** @param chunkSize bytes after which `full` turns true. */
   constructor(readonly chunkSize = 64 * 1024) {}
 
-  /** Appends JSON text, already encoded; strings are taken as UTF-8. */
   push(text: Buffer | string): void {
     const b = typeof text === 'string' ? Buffer.from(text) : text;
     if (b.length === 0) return;
-    this.parts.push(b);
-    this.bytes += b.length;
-  }
-
-  /** Whether a chunk's worth of bytes is waiting. */
-  get full(): boolean {
-    return this.bytes >= this.chunkSize;
-  }
-
-  /**
-   * Takes everything waiting as chunks to write in order: each run of parts smaller than
-   * chunkSize joined into one Buffer, each larger part passed on as it is, so a document of
-   * megabytes is never copied into a chunk (decisions.md D8.4: memory a small constant times the
-   * largest document).
-   */
-  takeChunks(): Buffer[] {
-    const out: Buffer[] = [];
-    let run: Buffer[] = [];
-    let runBytes = 0;
-    const endRun = () => {
-      if (run.length > 0) out.push(run.length === 1 ? run[0]! : Buffer.concat(run, runBytes));
-      run = [];
-      runBytes = 0;
-    };
-    for (const part of this.parts) {
-      if (part.length >= this.chunkSize) {
-        endRun();
-        out.push(part);
-      } else {
-        run.push(part);
-        runBytes += part.length;
-      }
+    if (b.length >= this.chunkSize) {
+      this.#endChunk();
+      this.#ready.push(b);
+      this.#readyBytes += b.length;
+      return;
     }
-    endRun();
-    this.parts = [];
-    this.bytes = 0;
+    if (this.#chunk !== null && this.#used + b.length > this.#chunk.length) {
+      this.#endChunk();
+      // What is left of the chunk after the part handed out may still be too small.
+      if (this.#chunk !== null && b.length > this.#chunk.length) this.#chunk = null;
+    }
+    this.#chunk ??= Buffer.allocUnsafeSlow(Math.min(this.chunkSize, MAX_CHUNK_BYTES));
+    b.copy(this.#chunk, this.#used);
+    this.#used += b.length;
+  }
+
+  get full(): boolean {
+    return this.#readyBytes + this.#used >= this.chunkSize;
+  }
+
+  takeChunks(): Buffer[] {
+    this.#endChunk();
+    const out = this.#ready;
+    this.#ready = [];
+    this.#readyBytes = 0;
     return out;
   }
 
+  #endChunk(): void {
+    if (this.#chunk === null || this.#used === 0) return;
+    const filled = this.#used === this.#chunk.length ? this.#chunk : this.#chunk.subarray(0, this.#used);
+    this.#ready.push(filled);
+    this.#readyBytes += filled.length;
+    // What was handed out stays as it is: the rest of this chunk is not written into again.
+    this.#chunk = this.#used === this.#chunk.length ? null : this.#chunk.subarray(this.#used);
+    this.#used = 0;
+    if (this.#chunk !== null && this.#chunk.length < 512) this.#chunk = null;
+  }
 }

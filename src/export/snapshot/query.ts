@@ -1,157 +1,91 @@
-/**
- * The export's SQL: the book lookup and the document cursor's query. Only exported columns are
- * selected, never the editor formats (export-api.md 2.2 rule 2, decisions.md D7.2); timestamps are
- * formatted by PostgreSQL as ISO 8601 UTC with milliseconds (decisions.md D2.6).
- */
+/** The export's SQL: exported columns only, never the editor formats (export-api.md 2.2 rule 2, D7.2). */
+
+import type { BookRow } from '../encode/rows.js';
 
 const iso = (col: string) => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
-/** Book columns in the order of export-api.md table 2.1, then the export version; `$1` owner id, `$2` slug. */
+/** Columns in the order of export-api.md table 2.1. */
 const BOOK_QUERY = `
   SELECT id, slug, name, description, cover_image, ${iso('created_at')} AS created_at, ${iso('updated_at')} AS updated_at,
-         export_version::text AS export_version
+         export_version::text AS export_version, (SELECT token_floor::text FROM change_tracking) AS token_floor
   FROM books
   WHERE owner_id = $1 AND slug = $2`;
 
-/** A book row as BOOK_QUERY returns it. */
-/**
- * The knowledge base `slug` of `userId` (export-api.md 4.1 rule 6), read through `run` (the lookup
- * pool or an export's snapshot); undefined when there is none. A NUL byte can never be in a stored
- * slug, and PostgreSQL rejects it in text parameters, so such a slug is not looked up.
- */
+/** A book row as looked up, with the change tokens' floor (decisions.md D12.3), which keeps exports cached apart. */
+export interface BookLookup extends BookRow {
+  token_floor: string;
+}
+
+/** export-api.md 4.1 rule 6. A slug with a NUL, which PostgreSQL refuses in parameters, is none. */
 export async function findBook(
-  run: (text: string, params: string[]) => Promise<BookRow[]>,
+  run: (text: string, params: string[]) => Promise<BookLookup[]>,
   userId: string,
   slug: string,
-): Promise<BookRow | undefined> {
+): Promise<BookLookup | undefined> {
   if (slug.includes('\0')) return undefined;
   return (await run(BOOK_QUERY, [userId, slug]))[0];
 }
 
-export interface BookRow {
-  id: string;
-  slug: string;
-  name: string;
-  description: string | null;
-  cover_image: string | null;
-  created_at: string;
-  updated_at: string;
-  /**
-   * A random UUID as text, new in every transaction that changes what the export holds; equal
-   * versions promise equal export data (sql/0003_export_version_random.sql, decisions.md D9.1).
-   */
-  export_version: string;
-}
-
-/**
- * Document columns in the order of export-api.md table 2.2, as positional values: rows are fetched
- * raw (postgres.js `.raw()`), as arrays of Buffers that are never decoded into strings on the hot path.
- */
-export const DOC = {
-  id: 0,
-  slug: 1,
-  name: 2,
-  type: 3,
-  parentId: 4,
-  orderKey: 5,
-  description: 6,
-  emojiInfo: 7,
-  coverUrl: 8,
-  coverPosition: 9,
-  tags: 10,
-  themeId: 11,
-  backgroundThemeId: 12,
-  bodyFontSize: 13,
-  createdAt: 14,
-  updatedAt: 15,
-  contentStr: 16,
-  contentHtml: 17,
-  plan: 18,
-} as const;
-
-/**
- * A document row as the cursor returns it: each column's JSON text as UTF-8 bytes (PostgreSQL's
- * `to_json`, so strings arrive quoted and escaped), except `coverUrl`, which is the stored text
- * because the encoder rewrites it (decisions.md D3.6). NULL columns are null.
- */
-export type DocumentRow = [
-  id: Buffer,
-  slug: Buffer,
-  name: Buffer,
-  type: Buffer,
-  parentId: Buffer | null,
-  orderKey: Buffer,
-  description: Buffer | null,
-  emojiInfo: Buffer | null,
-  coverUrl: Buffer | null,
-  coverPosition: Buffer | null,
-  tags: Buffer | null,
-  themeId: Buffer | null,
-  backgroundThemeId: Buffer | null,
-  bodyFontSize: Buffer | null,
-  createdAt: Buffer,
-  updatedAt: Buffer,
-  contentStr: Buffer | null,
-  contentHtml: Buffer | null,
-  plan: Buffer | null,
-];
-
 export interface DocumentQueryOptions {
-  /** decisions.md D4.3: drop only nodes whose type is `category`. */
   excludeCategories: boolean;
-  /** export-api.md 4.1: when false, contentHtml is not even read. */
   includeContentHtml: boolean;
 }
 
-/**
- * FROM and WHERE of both cursors: active documents of book `$1` (export-api.md 4.1 rule 1, D4.3),
- * `joined` to their stored rewrite plans (sql/0005_rewrite_plans.sql), whose columns no documents
- * column shares a name with.
- */
-function documentsOf(opts: DocumentQueryOptions, joined = ''): string {
-  return `FROM documents${joined}
-  WHERE book_id = $1 AND status = 1${opts.excludeCategories ? ` AND type <> 'category'` : ''}`;
+/** Active documents of book `$1` (export-api.md 4.1 rule 1, D4.3); `filter`: a delta's (D12.2). */
+function documentsOf(opts: DocumentQueryOptions, filter = ''): string {
+  return `FROM documents
+  WHERE book_id = $1 AND status = 1${opts.excludeCategories ? ` AND type <> 'category'` : ''}${filter ? ` AND (${filter})` : ''}`;
 }
 
 /** Byte-wise order key, then id (decisions.md D1.1, D1.2), served by documents_export_idx. */
 const ORDER = 'ORDER BY order_key, id';
 
+/** A column's JSON text (PostgreSQL escapes it); `nullable`: NULL or '' is null (decisions.md D2.1). */
+const json = (col: string, nullable = false) => (nullable ? `coalesce(to_json(nullif(${col}, ''))::text, 'null')` : `to_json(${col})::text`);
+/** A column's JSON text, `def` when it is NULL or '' (decisions.md D2.2-D2.4). */
+const withDefault = (col: string, def: string) => `to_json(coalesce(nullif(${col}, ''), '${def}'))::text`;
+
 /**
- * The cursor's query; `$1` is the book id. A column added here must join the exported columns that
- * sql/0003_export_version_random.sql compares, or changes to it would not change the export version. Active documents only (export-api.md 4.1 rule 1),
- * ordered by order key then id, byte-wise (decisions.md D1.1, D1.2), served by documents_export_idx.
- * PostgreSQL escapes every string as JSON (`to_json`), so the server passes the bytes through
- * instead of decoding, escaping and encoding them again; the encoder applies the D2 rules. With
- * contentHtml, the last column is the document's stored rewrite plan, its key first (bytea as
- * PostgreSQL's hex text: readStoredPlan in rewrite/plan-store.ts), NULL when it has none; an index
- * probe per row on the plans' primary key.
+ * Six values per row (encode/rows.ts). A column added here must join those sql/0003 and sql/0006
+ * compare, or its changes would reach neither the export version nor a delta.
  */
-export function documentQuery(opts: DocumentQueryOptions): string {
-  const j = (col: string) => `to_json(${col})`;
+export function documentQuery(opts: DocumentQueryOptions, filter = ''): string {
+  const head = [
+    `'{"id":' || ${json('id')}`,
+    `',"slug":' || ${json('slug')}`,
+    `',"name":' || ${json('name')}`,
+    `',"type":' || ${json('type')}`,
+    `',"parentId":' || ${json('parent_id', true)}`,
+    `',"orderKey":' || ${json('order_key')}`,
+    `',"description":' || ${json('description', true)}`,
+    `',"emojiInfo":' || ${json('emoji_info', true)}`,
+    `',"cover":'`,
+  ];
+  const tail = [
+    `',"tags":' || CASE WHEN tags IS NULL OR cardinality(tags) = 0 THEN 'null' ELSE to_json(tags)::text END`,
+    `',"themeId":' || ${withDefault('theme_id', 'default')}`,
+    `',"backgroundThemeId":' || ${withDefault('background_theme_id', 'transparent')}`,
+    `',"bodyFontSize":' || ${withDefault('body_font_size', 'default')}`,
+    `',"createdAt":' || ${json(iso('created_at'))}`,
+    `',"updatedAt":' || ${json(iso('updated_at'))}`,
+    `',"contentStr":' || ${json('content_str', true)}`,
+    `',"contentHtml":'`,
+  ];
   return `
-  SELECT ${j('id')}, ${j('slug')}, ${j('name')}, ${j('type')}, ${j('parent_id')}, ${j('order_key')},
-         ${j('description')}, ${j('emoji_info')}, cover_url, ${j('cover_position')}, ${j('tags')},
-         ${j('theme_id')}, ${j('background_theme_id')}, ${j('body_font_size')},
-         ${j(iso('created_at'))}, ${j(iso('updated_at'))},
-         ${j('content_str')}, ${opts.includeContentHtml ? `${j('content_html')}, plan_key || plan` : 'NULL::json, NULL::bytea'}
-  ${documentsOf(opts, opts.includeContentHtml ? ' LEFT JOIN rewrite_plans ON document_id = id' : '')}
+  SELECT ${head.join(' || ')}, cover_url, ${withDefault('cover_position', 'center')}, ${tail.join(' || ')},
+         ${opts.includeContentHtml ? "to_json(nullif(content_html, ''))" : 'NULL::json'}, id
+  ${documentsOf(opts, filter)}
   ${ORDER}`;
 }
 
-/**
- * The size cursor's query (decisions.md D8.4): for each row documentQuery returns, in the same
- * order, the bytes of its stored variable-length columns as one int8. `octet_length` of a text
- * value is answered from its TOAST header without detoasting it, so this reads no document body;
- * tags are small and are measured as text. JSON escaping adds to this (a few per cent for usual
- * text, at most 6 × for control characters), and the fixed-size columns add a constant per row.
- */
-export function documentSizeQuery(opts: DocumentQueryOptions): string {
+/** Each row's variable-length bytes (decisions.md D8.4): `octet_length` reads a TOAST header, not the body. */
+export function documentSizeQuery(opts: DocumentQueryOptions, filter = ''): string {
   const len = (col: string) => `coalesce(octet_length(${col}), 0)`;
   const cols = ['id', 'slug', 'name', 'type', 'parent_id', 'order_key', 'description', 'emoji_info', 'cover_url',
     'cover_position', 'theme_id', 'background_theme_id', 'content_str'];
   if (opts.includeContentHtml) cols.push('content_html');
   return `
   SELECT (${cols.map(len).join(' + ')} + ${len("array_to_string(tags, ',')")})::int8
-  ${documentsOf(opts)}
+  ${documentsOf(opts, filter)}
   ${ORDER}`;
 }

@@ -5,14 +5,15 @@
  * untouched when nothing is rewritten, and rowFromValues, the stand-in every encoder test and the
  * encoder benchmark build rows with, checked against the rows PostgreSQL itself returns.
  */
+import { DOC, type DocumentRow } from '../../../src/export/encode/rows.js';
 import t from 'tap';
-import { stageHtmlOf } from '../../helpers/plans.js';
+import { encodeStaged } from '../../helpers/plans.js';
 import fc from 'fast-check';
-import { contentHtmlAsStored, encodeDocument } from '../../../src/export/encode/document-encoder.js';
-import { mayNeedRewrite, rewriteHtml } from '../../../src/export/rewrite/html-rewriter.js';
+import { jsonHtmlMayNeedRewrite } from '../../../src/export/rewrite/rewriter/html-rewriter.js';
+import { mayNeedRewrite, rewriteHtml } from '../../../src/export/rewrite/rewriter/html-rewriter.js';
 import { JsonChunker } from '../../../src/export/encode/json-encoder.js';
-import { DOC, documentQuery, type DocumentRow } from '../../../src/export/snapshot/query.js';
-import { rowFromValues, type DocumentValues } from '../../../bench/lib/rows.js';
+import { documentQuery } from '../../../src/export/snapshot/query.js';
+import { FIELD, rowFromValues, type DocumentValues } from '../../../bench/lib/rows.js';
 import { createTestDatabase } from '../../helpers/db.js';
 
 const PREFIX = '/media/';
@@ -22,7 +23,7 @@ const PREFIX = '/media/';
  * the tokenizer. It answers `""` before the pre-check, which would not flag `""` either (no `<`),
  * so for every text this is exactly the pre-check.
  */
-const preCheck = (json: Buffer) => contentHtmlAsStored(json) === undefined;
+const preCheck = (json: Buffer) => jsonHtmlMayNeedRewrite(json);
 
 /** Whether escaped JSON of `html`, as to_json (or JSON.stringify) writes it, passes the pre-check. */
 const jsonCheck = (html: string) => preCheck(Buffer.from(JSON.stringify(html)));
@@ -166,7 +167,7 @@ const CONTENT_HTML_KEY = Buffer.from(',"contentHtml":');
 /** The bytes encodeDocument writes for contentHtml: the last field, between its key and `}`. */
 function contentHtmlBytes(row: DocumentRow): Buffer {
   const c = new JsonChunker();
-  encodeDocument(row, PREFIX, c, stageHtmlOf(row, PREFIX));
+  encodeStaged(row, PREFIX, c);
   const out = Buffer.concat(c.takeChunks());
   const at = out.lastIndexOf(CONTENT_HTML_KEY);
   if (at === -1 || out[out.length - 1] !== 0x7d) throw new Error('no contentHtml field at the end');
@@ -251,17 +252,17 @@ t.test('rowFromValues gives the bytes PostgreSQL returns for the cursor query', 
       // Ids are unique per table; order keys decide the cursor order.
       const values = drawn.map((v, i) => {
         const w = [...v] as DocumentValues;
-        w[DOC.id] = `${book}/${i}/${v[DOC.id]}`;
-        w[DOC.orderKey] = `${String(i).padStart(3, '0')}${v[DOC.orderKey]}`;
+        w[FIELD.id] = `${book}/${i}/${v[FIELD.id]}`;
+        w[FIELD.orderKey] = `${String(i).padStart(3, '0')}${v[FIELD.orderKey]}`;
         return w;
       });
       await sql`INSERT INTO books (id, owner_id, slug, name) VALUES (${book}, 'u', ${book}, ${book})`;
       const docs = values.map((v) => ({
-        id: v[DOC.id], slug: v[DOC.slug], name: v[DOC.name], type: v[DOC.type], parent_id: v[DOC.parentId],
-        order_key: v[DOC.orderKey], description: v[DOC.description], emoji_info: v[DOC.emojiInfo],
-        cover_url: v[DOC.coverUrl], cover_position: v[DOC.coverPosition], tags: v[DOC.tags], theme_id: v[DOC.themeId],
-        background_theme_id: v[DOC.backgroundThemeId], body_font_size: v[DOC.bodyFontSize],
-        created_at: v[DOC.createdAt], updated_at: v[DOC.updatedAt], content_str: v[DOC.contentStr], content_html: v[DOC.contentHtml],
+        id: v[FIELD.id], slug: v[FIELD.slug], name: v[FIELD.name], type: v[FIELD.type], parent_id: v[FIELD.parentId],
+        order_key: v[FIELD.orderKey], description: v[FIELD.description], emoji_info: v[FIELD.emojiInfo],
+        cover_url: v[FIELD.coverUrl], cover_position: v[FIELD.coverPosition], tags: v[FIELD.tags], theme_id: v[FIELD.themeId],
+        background_theme_id: v[FIELD.backgroundThemeId], body_font_size: v[FIELD.bodyFontSize],
+        created_at: v[FIELD.createdAt], updated_at: v[FIELD.updatedAt], content_str: v[FIELD.contentStr], content_html: v[FIELD.contentHtml],
       }));
       await sql.unsafe(
         `INSERT INTO documents (id, book_id, slug, name, type, parent_id, order_key, status, description, emoji_info,
@@ -285,15 +286,15 @@ t.test('rowFromValues gives the bytes PostgreSQL returns for the cursor query', 
           const a = want[k] as Buffer | null;
           const b = row[k] as Buffer | null;
           if (a === null ? b !== null : b === null || !a.equals(b)) {
-            throw new Error(`column ${k} of ${label(values[i]![DOC.id])}: expected ${a === null ? 'null' : label(a.toString())}, got ${b === null ? 'null' : label(b.toString())}`);
+            throw new Error(`column ${k} of ${label(values[i]![FIELD.id])}: expected ${a === null ? 'null' : label(a.toString())}, got ${b === null ? 'null' : label(b.toString())}`);
           }
         }
         if (gotNoHtml[i]![DOC.contentHtml] !== null) return false;
         // And the documents the encoder writes from either row are the same bytes.
         const ours = new JsonChunker();
         const theirs = new JsonChunker();
-        encodeDocument(row, PREFIX, ours, stageHtmlOf(row, PREFIX));
-        encodeDocument(want, PREFIX, theirs, stageHtmlOf(want, PREFIX));
+        encodeStaged(row, PREFIX, ours);
+        encodeStaged(want, PREFIX, theirs);
         if (!Buffer.concat(ours.takeChunks()).equals(Buffer.concat(theirs.takeChunks()))) return false;
         compared++;
       }

@@ -3,6 +3,7 @@
  * order with meta.count last, chunks of small parts joined, a large document written without being
  * copied into a chunk (JsonChunker.takeChunks), and the cache's copy kept only within its limit.
  */
+import { type BookRow } from '../../../src/export/encode/rows.js';
 import { bodySink } from '../../../src/export/respond/compression.js';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -10,7 +11,6 @@ import t from 'tap';
 import { request } from 'undici';
 import { ExportBody } from '../../../src/export/encode/export-body.js';
 import { JsonChunker } from '../../../src/export/encode/json-encoder.js';
-import { type BookRow } from '../../../src/export/snapshot/query.js';
 import { rowFromValues, type DocumentValues } from '../../../bench/lib/rows.js';
 import { ResponseWriter } from '../../../src/export/respond/response-writer.js';
 
@@ -30,7 +30,7 @@ async function serve<T>(write: (body: ExportBody, writer: ResponseWriter) => Pro
   const server = http.createServer(async (_req, res) => {
     res.writeHead(200, { 'content-type': 'application/json' });
     const writer = new ResponseWriter(res, { stallTimeoutMs: 10_000, minDrainBytesPerS: 0, maxDurationMs: 0 });
-    const body = new ExportBody(bodySink(writer, 'identity'), { mediaProxyPrefix: '/media/', chunkSize: 1024, ...(captureUpTo !== undefined ? { captureUpTo } : {}) });
+    const body = new ExportBody(bodySink(writer, 'identity'), { chunkSize: 1024, pause: async () => {}, ...(captureUpTo !== undefined ? { captureUpTo } : {}) });
     result = await write(body, writer);
     writer.close();
     res.end();
@@ -48,7 +48,7 @@ t.test('documents in order, meta.count last, the copy for the cache equal to wha
   const rows = ['d1', 'd2', 'd3'].map((id) => rowFromValues(values(id, 'x'.repeat(700))));
   const { text, result } = await serve(async (body) => {
     body.open(BOOK);
-    await body.writeBatch(rows, rows.map(() => Buffer.from('null')));
+    await body.writeBatch(rows, { coverUrls: rows.map(() => null), contentHtml: rows.map(() => null), bytes: 0 });
     await body.finish();
     return { count: body.count, captured: body.captured };
   }, 1 << 20);
@@ -64,7 +64,7 @@ t.test('a body larger than captureUpTo is not kept', async (t) => {
   const rows = [rowFromValues(values('d1', 'y'.repeat(5000)))];
   const { result } = await serve(async (body) => {
     body.open(BOOK);
-    await body.writeBatch(rows, [Buffer.from('null')]);
+    await body.writeBatch(rows, { coverUrls: [null], contentHtml: [null], bytes: 0 });
     await body.finish();
     return body.captured;
   }, 1000);

@@ -9,14 +9,14 @@
  * PostgreSQL text can hold (valid UTF-8, so no lone surrogate), while JsonChunker is tested on
  * arbitrary strings. document-encoder.test.ts checks rowFromValues against PostgreSQL.
  */
+import { DOC, type BookRow, type DocumentRow } from '../../../src/export/encode/rows.js';
 import t from 'tap';
-import { stageHtmlOf } from '../../helpers/plans.js';
+import { encodeStaged } from '../../helpers/plans.js';
 import fc from 'fast-check';
 import { JsonChunker } from '../../../src/export/encode/json-encoder.js';
-import { encodeClosing, encodeDocument, encodeOpening } from '../../../src/export/encode/document-encoder.js';
-import { rewriteHtml } from '../../../src/export/rewrite/html-rewriter.js';
-import { rewriteMediaUrl } from '../../../src/export/rewrite/media-url.js';
-import { DOC, type BookRow, type DocumentRow } from '../../../src/export/snapshot/query.js';
+import { encodeClosing, encodeOpening } from '../../../src/export/encode/document-encoder.js';
+import { rewriteHtml } from '../../../src/export/rewrite/rewriter/html-rewriter.js';
+import { rewriteMediaUrl } from '../../../src/export/rewrite/rewriter/media-url.js';
 import { rowFromValues, type DocumentValues } from '../../../bench/lib/rows.js';
 
 const PREFIX = '/media/';
@@ -120,7 +120,17 @@ t.test('JsonChunker: fixed behaviour of full and takeChunks (bytes)', async (t) 
   const pushed = Buffer.from('y');
   f.takeChunks();
   f.push(pushed);
-  t.equal(f.takeChunks()[0], pushed, 'a single pushed Buffer comes back as is');
+  const taken = f.takeChunks();
+  t.strictSame(taken, [Buffer.from('y')], 'a small part comes back in a chunk of its own bytes');
+  t.not(taken[0], pushed, 'copied: the chunker holds no reference to the pieces it was given');
+  const g = new JsonChunker(4);
+  const big = Buffer.from('large');
+  g.push('{');
+  g.push(big);
+  g.push('}');
+  const chunks = g.takeChunks();
+  t.strictSame(chunks.map(String), ['{', 'large', '}']);
+  t.equal(chunks[1], big, 'a part of a chunk or more is passed on as the same Buffer');
 });
 
 /** Pushes: strings (lone surrogates included) or Buffers. */
@@ -252,7 +262,7 @@ function encodeAll(book: BookRow, rows: DocumentRow[]): Buffer {
   c.push(encodeOpening(book));
   rows.forEach((r, i) => {
     if (i > 0) c.push(COMMA);
-    encodeDocument(r, PREFIX, c, stageHtmlOf(r, PREFIX));
+    encodeStaged(r, PREFIX, c);
   });
   c.push(encodeClosing(rows.length));
   return drain(c);
@@ -311,20 +321,28 @@ const valuesArb: fc.Arbitrary<DocumentValues> = fc
   )
   .map(stored);
 
-t.test('rowFromValues: JSON text of each column, coverUrl as stored bytes, NULL as null', async (t) => {
+t.test('rowFromValues: the fields around the cover as JSON text with the D2 rules, coverUrl and id as stored', async (t) => {
   const v = stored([
     'd"1', 's', 'n', 'document', null, 'a0', '', null, 'covers/"c".jpg', null, ['x', ''], null, null, null,
     '2024-03-01T10:00:00.000Z', '2024-03-02T10:00:00.000Z', 'a\nb', '<p>\ud800</p>',
   ]);
   const r = rowFromValues(v);
-  t.equal(r.length, 18);
-  t.strictSame(r[DOC.id], Buffer.from('"d\\"1"'));
-  t.equal(r[DOC.parentId], null);
-  t.strictSame(r[DOC.description], Buffer.from('""'));
+  t.equal(r.length, 6);
+  t.equal(
+    r[DOC.head].toString(),
+    '{"id":"d\\"1","slug":"s","name":"n","type":"document","parentId":null,"orderKey":"a0","description":null,"emojiInfo":null,"cover":',
+    "'' and NULL are null (D2.1)",
+  );
   t.strictSame(r[DOC.coverUrl], Buffer.from('covers/"c".jpg'), 'coverUrl is not JSON');
-  t.strictSame(r[DOC.tags], Buffer.from('["x",""]'));
-  t.strictSame(r[DOC.contentStr], Buffer.from('"a\\nb"'));
+  t.strictSame(r[DOC.coverPosition], Buffer.from('"center"'), 'the position defaults (D2.4)');
+  t.equal(
+    r[DOC.tail].toString(),
+    ',"tags":["x",""],"themeId":"default","backgroundThemeId":"transparent","bodyFontSize":"default"' +
+      ',"createdAt":"2024-03-01T10:00:00.000Z","updatedAt":"2024-03-02T10:00:00.000Z","contentStr":"a\\nb","contentHtml":',
+    'defaults (D2.2, D2.3)',
+  );
   t.strictSame(r[DOC.contentHtml], Buffer.from('"<p>\ufffd</p>"'), 'a lone surrogate is stored as U+FFFD');
+  t.strictSame(r[DOC.id], Buffer.from('d"1'), 'the id as stored');
 });
 
 t.test('encodeOpening/encodeDocument/encodeClosing: fixed adversarial document (D2)', async (t) => {
@@ -414,7 +432,7 @@ t.test('property: the encoded body split into arbitrary chunks through JsonChunk
       c.push(encodeOpening(book));
       rows.forEach((r, i) => {
         if (i > 0) c.push(COMMA);
-        encodeDocument(r, PREFIX, c, stageHtmlOf(r, PREFIX));
+        encodeStaged(r, PREFIX, c);
         if (c.full) {
           const chunk = drain(c);
           // A chunk taken when full holds at least chunkSize bytes.

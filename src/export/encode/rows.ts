@@ -1,0 +1,31 @@
+/** The rows the encoder reads, in the columns and order snapshot/query.ts selects. */
+
+export interface BookRow {
+  id: string;
+  slug: string;
+  name: string;
+  description: string | null;
+  cover_image: string | null;
+  created_at: string;
+  updated_at: string;
+  /** A random UUID, new in every transaction that changes the export's data (decisions.md D9.1). */
+  export_version: string;
+}
+
+/** Document row positions (snapshot/query.ts): PostgreSQL writes the JSON of all fields the rewrite stage leaves alone. */
+export const DOC = {
+  /** `{"id":…` through `,"cover":`: the fields before the cover. */
+  head: 0,
+  /** The stored cover URL, to be rewritten (D3.6); NULL or empty when there is none. */
+  coverUrl: 1,
+  /** The cover position's JSON text, its default applied (D2.4). */
+  coverPosition: 2,
+  /** `,"tags":…` through `,"contentHtml":`: the fields between the cover and contentHtml. */
+  tail: 3,
+  /** contentHtml's JSON text; NULL when it is NULL or empty (D2.1) or not asked for. */
+  contentHtml: 4,
+  /** The document's id as stored, for its rewrite plan. */
+  id: 5,
+} as const;
+
+export type DocumentRow = [head: Buffer, coverUrl: Buffer | null, coverPosition: Buffer, tail: Buffer, contentHtml: Buffer | null, id: Buffer];
