@@ -1,0 +1,68 @@
+/**
+ * Exports and deltas read the way the server reads them (one REPEATABLE READ READ ONLY snapshot,
+ * the export's and the delta's SQL, raw rows), and a delta applied the way a client applies it.
+ */
+import type { Sql } from '../../src/db/connect.js';
+import { changedDocumentQuery, removedQuery } from '../../src/export/snapshot/changes-query.js';
+import { DOC, type DocumentRow } from '../../src/export/encode/rows.js';
+import { documentQuery, type DocumentQueryOptions } from '../../src/export/snapshot/query.js';
+
+/** A document row as text: each column's JSON text (or stored cover URL), null as null. */
+type RowText = (string | null)[];
+
+export interface ExportRead {
+  /** pg_current_snapshot() of the export's transaction. */
+  snapshot: string;
+  /** The export transaction's now(). */
+  at: Date;
+  /** id → row, in export order. */
+  rows: Map<string, RowText>;
+}
+
+export interface DeltaRead {
+  /** Changed or entering documents' ids, in the order the delta gives them. */
+  documents: string[];
+  removed: string[];
+  rows: Map<string, RowText>;
+}
+
+const idOf = (r: DocumentRow) => r[DOC.id].toString();
+const text = (r: DocumentRow): RowText => r.map((c) => (c === null ? null : c.toString()));
+const REPEATABLE_READ = 'ISOLATION LEVEL REPEATABLE READ READ ONLY';
+
+/** The full export of `bookId` with `opts`, and the snapshot it was read from. */
+export async function exportAt(sql: Sql, bookId: string, opts: DocumentQueryOptions): Promise<ExportRead> {
+  return sql.begin(REPEATABLE_READ, async (tx) => {
+    const [s] = await tx<{ snapshot: string; at: Date }[]>`SELECT pg_current_snapshot()::text AS snapshot, now() AS at`;
+    const rows = (await tx.unsafe(documentQuery(opts), [bookId]).raw()) as unknown as DocumentRow[];
+    return { snapshot: s!.snapshot, at: s!.at, rows: new Map(rows.map((r) => [idOf(r), text(r)])) };
+  });
+}
+
+/** The delta of `bookId` since snapshot `since`, read in a new snapshot. */
+export async function deltaSince(sql: Sql, bookId: string, since: string, opts: DocumentQueryOptions): Promise<DeltaRead> {
+  return sql.begin(REPEATABLE_READ, async (tx) => {
+    const rows = (await tx.unsafe(changedDocumentQuery(opts), [bookId, since]).raw()) as unknown as DocumentRow[];
+    const removed = (await tx.unsafe(removedQuery(opts), [bookId, since]).raw()) as unknown as [Buffer][];
+    return {
+      documents: rows.map(idOf),
+      removed: removed.map((r) => JSON.parse(r[0].toString()) as string),
+      rows: new Map(rows.map((r) => [idOf(r), text(r)])),
+    };
+  });
+}
+
+/** The order key of a row: its head and tail hold the document's fields as JSON. */
+const orderKey = (r: RowText) => Buffer.from((JSON.parse(`${r[DOC.head]}null${r[DOC.tail]}null}`) as { orderKey: string }).orderKey);
+
+/**
+ * `before` with the delta applied as a client applies it: removed ids deleted, changed documents
+ * replacing or joining by id; then in export order (order key, then id, byte-wise: decisions.md D1).
+ */
+export function applyDelta(before: Map<string, RowText>, delta: DeltaRead): Map<string, RowText> {
+  const out = new Map(before);
+  for (const id of delta.removed) out.delete(id);
+  for (const [id, row] of delta.rows) out.set(id, row);
+  const sorted = [...out].sort(([a, ra], [b, rb]) => Buffer.compare(orderKey(ra), orderKey(rb)) || Buffer.compare(Buffer.from(a), Buffer.from(b)));
+  return new Map(sorted);
+}
