@@ -304,7 +304,7 @@ t.test('an error in the first batch is a 500 EXPORT_FAILED envelope; in a later 
   t.equal(env.success, false);
   t.equal(env.code, 'EXPORT_FAILED');
   t.notMatch(text, /division|zero|22012|documents|SELECT|FETCH|\.ts|\.js/i, 'no internal detail');
-  await waitReleased(server.db, 2000);
+  await waitReleased(server.db, 5000);
 
   await failAt('d35');
   const later = await request(exportUrl(server), { headers: AUTH });
@@ -314,7 +314,7 @@ t.test('an error in the first batch is a 500 EXPORT_FAILED envelope; in a later 
   t.throws(() => JSON.parse(partial), 'truncated body does not parse');
   t.notOk(partial.endsWith('}}'), 'no closing');
   t.notMatch(partial, /division|22012/i, 'the cause did not reach the client');
-  await waitReleased(server.db, 2000);
+  await waitReleased(server.db, 5000);
 });
 
 t.test('backend killed while a FETCH is in flight: the response aborts and the server lives on (D6.3)', async (t) => {
@@ -358,8 +358,8 @@ t.test('a client abort releases the export connection at once; the next export i
   await waitInTransaction(shared);
   t.ok((await busyExportBackends(shared)).length >= 1, 'the export holds its transaction while the client is connected');
   res.body.destroy();
-  const ms = await waitReleased(shared, 2000);
-  t.ok(ms <= 2000, `transaction ended ${ms} ms after the abort (long before the 60 s stall timeout)`);
+  const ms = await waitReleased(shared, 5000);
+  t.ok(ms <= 5000, `transaction ended ${ms} ms after the abort (long before the 60 s stall timeout)`);
 
   // With EXPORT_CONCURRENCY=1 the next export needs that very connection back.
   const next = await request(exportUrl(server), { headers: AUTH });
@@ -449,18 +449,18 @@ t.test('EXPORT_CONCURRENCY=1: a second export waits and completes; key lookups a
   const bad = await request(exportUrl(server), { headers: { authorization: 'Bearer kbx_nope' } });
   t.equal(bad.statusCode, 401);
   t.equal(((await bad.body.json()) as { code: string }).code, 'INVALID_API_KEY');
-  t.ok(Date.now() - t0 < 1000, `401 answered in ${Date.now() - t0} ms while the export pool is busy`);
+  t.ok(Date.now() - t0 < 3000, `401 answered in ${Date.now() - t0} ms while the export pool is busy`);
   // An unknown slug must not wait for the export pool either (404 is a lookup, like 401).
   await t.test('404 BOOK_NOT_FOUND is answered while the export pool is busy', async (t) => {
     const t1 = Date.now();
-    const none = await request(exportUrl(server, 'no-such-book'), { headers: AUTH, headersTimeout: 1500 }).then(
+    const none = await request(exportUrl(server, 'no-such-book'), { headers: AUTH, headersTimeout: 5000 }).then(
       async (r) => ({ status: r.statusCode, body: (await r.body.json()) as { code: string } }),
       (err: unknown) => ({ status: 0, body: { code: String((err as Error).message) } }),
     );
     const ms = Date.now() - t1;
     t.equal(none.status, 404, `unknown slug answered (${none.status}, ${none.body.code}) in ${ms} ms`);
     t.equal(none.body.code, 'BOOK_NOT_FOUND');
-    t.ok(ms < 1000, '404 not starved by the busy export pool');
+    t.ok(ms < 3000, '404 not starved by the busy export pool');
   });
 
   // Let the first export finish; then the second runs.

@@ -180,7 +180,7 @@ t.test('Redis cut or frozen: acquire fails closed with a DependencyError within 
   let err = await refusal(a.acquire(u, never));
   t.type(err, DependencyError, 'a frozen link');
   t.equal((err as DependencyError).dependency, 'redis');
-  t.ok(Date.now() - started < 2500, `failed after ${Date.now() - started} ms`);
+  t.ok(Date.now() - started < 4000, `failed after ${Date.now() - started} ms`);
 
   proxy.resume();
   proxy.refuse(true);
@@ -188,7 +188,7 @@ t.test('Redis cut or frozen: acquire fails closed with a DependencyError within 
   started = Date.now();
   err = await refusal(a.acquire(u, never));
   t.type(err, DependencyError, 'a cut link');
-  t.ok(Date.now() - started < 2500, `failed after ${Date.now() - started} ms`);
+  t.ok(Date.now() - started < 4000, `failed after ${Date.now() - started} ms`);
   t.equal(a.held, 0, 'nothing held');
 });
 

@@ -118,7 +118,7 @@ t.test('a reader that stops reading is dropped as stalled after about STALL_TIME
   const reason = await stream(x.res, writer, 64 * MB);
   const ms = Date.now() - x.started;
   t.equal(reason, 'stalled');
-  t.ok(ms >= 1000 && ms < 2500, `dropped after ${ms} ms`);
+  t.ok(ms >= 1000 && ms < 4000, `dropped after ${ms} ms`);
   await t.rejects(writer.write(Buffer.from('more')), { name: 'ClientGoneError', reason: 'stalled' }, 'later writes fail at once');
   const res = await client.readRest();
   t.notOk(res.complete, 'the body is aborted');
@@ -137,7 +137,7 @@ t.test('the deadline aborts the response mid-stream, even while the export waits
   const waited = await sleep(5000, 'db', { signal: writer.signal }).catch((err: unknown) => err);
   const ms = Date.now() - x.started;
   t.ok(waited instanceof Error && (waited as { cause?: unknown }).cause instanceof ClientGoneError, 'the wait was aborted');
-  t.ok(ms >= 1000 && ms < 1500, `aborted after ${ms} ms`);
+  t.ok(ms >= 1000 && ms < 4000, `aborted after ${ms} ms, not after the 5 s wait`);
   t.throws(() => writer.check(), { name: 'ClientGoneError', reason: 'deadline' });
   await t.rejects(writer.write(Buffer.from('late')), { name: 'ClientGoneError', reason: 'deadline' }, 'later writes fail at once');
   writer.close();
