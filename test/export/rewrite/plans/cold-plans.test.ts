@@ -37,9 +37,10 @@ t.test(`${DOCS.toLocaleString('en')} documents exported cold after VACUUM ANALYZ
   t.equal(plain.count, DOCS);
   t.equal(cold.count, DOCS, 'the cold export is whole');
   const ratio = cold.seconds / plain.seconds;
-  // Tokenizing every document costs a few times the plain export; a scan of the plans per batch
-  // or per row costs hundreds of times more at this size.
-  t.ok(ratio < 10, `cold export ${cold.seconds.toFixed(1)} s against ${plain.seconds.toFixed(1)} s without HTML: ${ratio.toFixed(1)}x`);
+  // Tokenizing every document costs a few times the plain export (4-6x beside one other test
+  // file, 8x beside three, on two cores); a scan of the plans per batch or per row costs hundreds
+  // of times more at this size.
+  t.ok(ratio < 20, `cold export ${cold.seconds.toFixed(1)} s against ${plain.seconds.toFixed(1)} s without HTML: ${ratio.toFixed(1)}x`);
   // The writer's queue drops what does not fit rather than slow the export: some, not all, are stored.
   await new Promise((r) => setTimeout(r, 500));
   const plans = (await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM rewrite_plans`)[0]!.n;
