@@ -170,7 +170,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       global: true,
       max: config.rateLimitMax,
       timeWindow: config.rateLimitWindowMs,
-      ...(redis ? { redis, nameSpace: 'kb-export-rl:' } : {}),
+      ...(redis ? { redis, nameSpace: `${config.redisKeyPrefix}-rl:` } : {}),
       // decisions.md D8.5: a limit store that fails must not let unlimited key guessing through.
       skipOnError: false,
       errorResponseBuilder: () => new ApiError('RATE_LIMITED'),

@@ -24,6 +24,8 @@ export interface Config {
   rateLimitMax: number;
   rateLimitWindowMs: number;
   redisUrl: string | undefined;
+  /** Start of every key kb-export writes to Redis: instances with the same prefix are one fleet (D11.1). */
+  redisKeyPrefix: string;
   trustProxy: boolean | number | string;
   logLevel: LogLevel;
   exportConcurrency: number;
@@ -194,6 +196,10 @@ export function loadConfig(env: Env = process.env): Config {
   }
   const host = str(env, 'HOST') ?? '127.0.0.1';
   if (!/^[A-Za-z0-9.:\-[\]]+$/.test(host)) throw new ConfigError('HOST', `is not a host name or address: "${host}"`);
+  const redisKeyPrefix = str(env, 'REDIS_KEY_PREFIX') ?? 'kb-export';
+  if (!/^[A-Za-z0-9._:-]{1,64}$/.test(redisKeyPrefix)) {
+    throw new ConfigError('REDIS_KEY_PREFIX', `must be 1-64 letters, digits, '.', '_', ':' or '-', got "${redisKeyPrefix}"`);
+  }
   const databaseUrlRaw = str(env, 'DATABASE_URL');
   const databaseUrl = databaseUrlRaw === undefined ? undefined : postgresUrl('DATABASE_URL', databaseUrlRaw);
   return {
@@ -208,6 +214,7 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimitMax: int(env, 'RATE_LIMIT_MAX', 600, 1, 1_000_000_000),
     rateLimitWindowMs: int(env, 'RATE_LIMIT_WINDOW_MS', 60_000, 1, 86_400_000),
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    redisKeyPrefix,
     trustProxy: trustProxy(env),
     logLevel,
     exportConcurrency: int(env, 'EXPORT_CONCURRENCY', 8, 1, 1000),

@@ -14,6 +14,7 @@ t.test('defaults', async (t) => {
   t.equal(c.mediaProxyPrefix, '/media/');
   t.equal(c.databaseUrl, undefined);
   t.equal(c.redisUrl, undefined);
+  t.equal(c.redisKeyPrefix, 'kb-export', 'the Redis keys of earlier releases');
   t.equal(c.trustProxy, false);
   t.equal(c.logLevel, 'info');
   t.equal(c.dataDir, path.resolve('./.data'));
@@ -63,6 +64,7 @@ t.test('good values are read', async (t) => {
     PORT: '8080',
     DATABASE_URL: 'postgresql://u:p@db:5432/kb',
     REDIS_URL: 'rediss://cache:6380',
+    REDIS_KEY_PREFIX: 'kb-export:staging',
     LOG_LEVEL: 'silent',
     RATE_LIMIT_MAX: '1',
     STALL_TIMEOUT_MS: '100',
@@ -74,6 +76,7 @@ t.test('good values are read', async (t) => {
     port: 8080,
     databaseUrl: 'postgresql://u:p@db:5432/kb',
     redisUrl: 'rediss://cache:6380',
+    redisKeyPrefix: 'kb-export:staging',
     logLevel: 'silent',
     rateLimitMax: 1,
     stallTimeoutMs: 100,
@@ -117,6 +120,9 @@ t.test('each bad value throws ConfigError naming the variable', async (t) => {
     ['REPLICA_MAX_LAG_MS', '-1'],
     ['REPLICA_CHECK_INTERVAL_MS', '50'],
     ['REDIS_URL', 'http://x'],
+    ['REDIS_KEY_PREFIX', 'kb/export'],
+    ['REDIS_KEY_PREFIX', 'a b'],
+    ['REDIS_KEY_PREFIX', 'x'.repeat(65)],
     ['LOG_LEVEL', 'loud'],
     ['RATE_LIMIT_MAX', '0'],
     ['RATE_LIMIT_MAX', 'many'],

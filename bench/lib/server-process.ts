@@ -4,6 +4,7 @@
  * `/proc/<pid>/clear_refs` (Linux: writing `5` resets the peak to the current RSS).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import { freePort } from '../../src/db/free-port.js';
 import path from 'node:path';
@@ -83,6 +84,8 @@ export async function startServer(opts: ServerOptions): Promise<ServerProcess> {
       RATE_LIMIT_MAX: '1000000000',
       // Every scenario drives the server with one key; scenario 9 sets its own limits.
       EXPORT_PER_USER_MAX: '1000',
+      // Servers of other tests or benchmarks may share this Redis: their rate limits and leases stay apart.
+      REDIS_KEY_PREFIX: `kbx-${randomBytes(4).toString('hex')}`,
       LOG_LEVEL: 'warn',
       // @tapjs/processinfo reads this in the child; '0' leaves coverage off there.
       ...(opts.coverage === false ? { _TAPJS_PROCESSINFO_COVERAGE_: '0' } : {}),

@@ -140,7 +140,7 @@ export class Exporter {
       queueTimeoutMs: config.exportQueueTimeoutMs,
       perUserMax: config.exportPerUserMax,
     });
-    const leases = pools.redis ? new UserLeases({ redis: pools.redis, perUserMax: config.exportPerUserMax, timeoutMs: config.dbTimeoutMs, log }) : null;
+    const leases = pools.redis ? new UserLeases({ redis: pools.redis, keyPrefix: config.redisKeyPrefix, perUserMax: config.exportPerUserMax, timeoutMs: config.dbTimeoutMs, log }) : null;
     this.#admission = new FleetAdmission(local, leases);
     this.#cache = new ExportCache(config.exportCacheBytes);
     this.#pool = config.rewriteWorkers > 0 ? new RewritePool(config.rewriteWorkers, { jobTimeoutMs: config.rewriteTimeoutMs, log }) : null;

@@ -7,11 +7,12 @@
  * - a burst of compressed exports served from the export cache: compressed as they are written,
  *   one user's cap holding.
  */
+import { Redis } from 'ioredis';
 import t, { type Test } from 'tap';
 import { slowReader } from '../helpers/clients.js';
 import { request } from 'undici';
 import { startServer as startServerProcess, type ServerProcess } from '../../bench/lib/server-process.js';
-import { doc, seed, simpleSeed } from '../helpers/app.js';
+import { doc, redisKeyPrefix, seed, simpleSeed } from '../helpers/app.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
 const MB = 1024 * 1024;
@@ -87,8 +88,25 @@ async function seedTenants(db: TestDatabase, mb: number): Promise<void> {
     VALUES ('tags', 'b-u1', 'tags', 'Tags', 'document', 'a0', 1, repeat('${TAG}', ${Math.floor((mb * MB) / TAG.length)}))`);
 }
 
+/** REDIS_KEY_PREFIX of this file's servers. */
+const PREFIX = redisKeyPrefix();
+
+/**
+ * With REDIS_URL, waits until `user` holds no per-user lease (D11.1): an export gives its lease
+ * back just after its last byte, so a client that starts the next at once can be counted twice.
+ */
+async function leasesReleased(user: string): Promise<void> {
+  if (!process.env.REDIS_URL) return;
+  const redis = new Redis(process.env.REDIS_URL);
+  try {
+    for (let i = 0; i < 200 && (await redis.zcard(`semaphore:${PREFIX}-exports:${user}`)) > 0; i++) await new Promise((r) => setTimeout(r, 25));
+  } finally {
+    redis.disconnect();
+  }
+}
+
 async function server(t: Test, db: TestDatabase, env: Record<string, string> = {}): Promise<ServerProcess> {
-  const s = await startServerProcess({ databaseUrl: db.url, coverage: false, env: { EXPORT_PER_USER_MAX: '4', ...env } });
+  const s = await startServerProcess({ databaseUrl: db.url, coverage: false, env: { EXPORT_PER_USER_MAX: '4', REDIS_KEY_PREFIX: PREFIX, ...env } });
   t.teardown(() => s.stop());
   return s;
 }
@@ -138,6 +156,7 @@ t.test('cached exports are exports: the per-user cap holds for them (D8.9, D8.10
   await seedHexBook(db, 'u1', 3000);
   const s = await server(t, db, { EXPORT_CACHE_BYTES: String(256 * MB), EXPORT_PER_USER_MAX: '4' });
   t.equal((await exportOf(s.base, 'kbx_u1')).status, 200, 'the first export fills the cache');
+  await leasesReleased('u1');
   const held = Array.from({ length: 4 }, () => slowReader(`${s.base}/api/v1/open/books/kb/docs`, { authorization: 'Bearer kbx_u1' }, 1024));
   t.teardown(() => held.forEach((r) => r.abort()));
   for (let i = 0; i < 200 && held.some((r) => r.peek().status === 0); i++) await new Promise((r) => setTimeout(r, 25));

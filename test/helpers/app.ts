@@ -3,6 +3,7 @@
  * port so tests talk to it over a real socket (undici), plus a seed helper that goes through the
  * real loader.
  */
+import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Writable } from 'node:stream';
@@ -53,7 +54,7 @@ export async function startServer(
   deps: TestDeps = {},
 ): Promise<TestServer> {
   const database = db ?? (await createTestDatabase(t));
-  const config = loadConfig({ RATE_LIMIT_MAX: '100000', REWRITE_WORKERS: '0', ...env, DATABASE_URL: database.url });
+  const config = loadConfig({ RATE_LIMIT_MAX: '100000', REWRITE_WORKERS: '0', REDIS_KEY_PREFIX: redisKeyPrefix(), ...env, DATABASE_URL: database.url });
   const exportSql = connect(database.url, { max: config.exportConcurrency, applicationName: 'kbx-test-export', fetchTypes: false });
   const build = deps.workerUrl === undefined ? buildApp : await appWithWorkers(t as MockingTest, deps.workerUrl);
   const app = await build({ config, sql: database.sql, exportSql, planSql: deps.planSql ?? database.sql, logger: deps.logger ?? false });
@@ -92,6 +93,15 @@ async function appWithWorkers(t: MockingTest, workerUrl: URL): Promise<typeof bu
  * Starts `app` on a random loopback port; returns its `http://127.0.0.1:<port>`. At teardown the
  * app closes, then `pools` (the ones the test made for it).
  */
+/**
+ * A REDIS_KEY_PREFIX of its own for each test server: with REDIS_URL, test files running at once
+ * share one Redis, and one's rate limit or per-user leases must not count another's requests.
+ * Tests that need one fleet of several servers give them the same prefix.
+ */
+export function redisKeyPrefix(): string {
+  return `kbx-test-${randomBytes(4).toString('hex')}`;
+}
+
 export async function listenOnLoopback(t: Teardown, app: FastifyInstance, pools: Sql[]): Promise<string> {
   await app.listen({ host: '127.0.0.1', port: 0 });
   const addr = app.server.address();

@@ -8,7 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { connect, type Sql } from '../../src/db/connect.js';
-import { listenOnLoopback } from './app.js';
+import { listenOnLoopback, redisKeyPrefix } from './app.js';
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -35,7 +35,7 @@ export async function startLoggedServer(
   env: Record<string, string> = {},
   exportUrl = databaseUrl,
 ): Promise<LoggedServer> {
-  const config = loadConfig({ RATE_LIMIT_MAX: '100000', LOG_LEVEL: 'debug', REWRITE_WORKERS: '0', ...env, DATABASE_URL: databaseUrl });
+  const config = loadConfig({ RATE_LIMIT_MAX: '100000', LOG_LEVEL: 'debug', REWRITE_WORKERS: '0', REDIS_KEY_PREFIX: redisKeyPrefix(), ...env, DATABASE_URL: databaseUrl });
   const logs: Array<Record<string, unknown>> = [];
   const stream = new Writable({
     write(chunk, _enc, cb) {

@@ -38,6 +38,8 @@ interface Log {
 export interface UserLeasesOptions {
   /** The shared client (app.ts's: no offline queue, short command timeout). */
   redis: Redis;
+  /** REDIS_KEY_PREFIX: a user's lease key is `<prefix>-exports:<userId>`. */
+  keyPrefix: string;
   /** EXPORT_PER_USER_MAX. */
   perUserMax: number;
   /** Bound on each Redis call, ms (decisions.md D8.5). */
@@ -48,7 +50,6 @@ export interface UserLeasesOptions {
 }
 
 const DEFAULT_TTL_MS = 10_000;
-const KEY_PREFIX = 'kb-export-exports:';
 
 export class UserLeases {
   readonly #opts: Required<UserLeasesOptions>;
@@ -77,7 +78,7 @@ export class UserLeases {
   async acquire(userId: string, signal: AbortSignal): Promise<UserLease> {
     signal.throwIfAborted();
     const { redis, perUserMax, ttlMs, timeoutMs } = this.#opts;
-    const key = KEY_PREFIX + userId;
+    const key = `${this.#opts.keyPrefix}-exports:${userId}`;
     const options = { lockTimeout: ttlMs, acquireTimeout: timeoutMs, acquireAttemptsLimit: 1, retryInterval: 0, refreshInterval: 0 };
     const semaphore = new Semaphore(redis, key, perUserMax, options);
     const attempt = semaphore.tryAcquire(signal);

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { Redis } from 'ioredis';
-import { seed, simpleSeed, startServer } from '../../helpers/app.js';
+import { redisKeyPrefix, seed, simpleSeed, startServer } from '../../helpers/app.js';
 import { slowReader } from '../../helpers/clients.js';
 import { createTestDatabase } from '../../helpers/db.js';
 import { call } from '../../helpers/http.js';
@@ -24,6 +24,8 @@ const CLI = path.join(ROOT, 'dist/src/cli.js');
 const MB = 1024 * 1024;
 /** user-leases.ts's lease TTL, ms. */
 const LEASE_TTL_MS = 10_000;
+/** The fleet's REDIS_KEY_PREFIX: every instance of this file's tests is one fleet. */
+const PREFIX = redisKeyPrefix();
 const missing = !process.env.REDIS_URL ? 'REDIS_URL' : !process.env.DATABASE_URL ? 'DATABASE_URL' : null;
 const needs = { skip: missing ? `${missing} is not set: no shared Redis or server to run instances on` : false };
 
@@ -72,6 +74,7 @@ t.test('two instances share EXPORT_PER_USER_MAX; a killed one gives its share ba
   const env = {
     DATABASE_URL: db.url,
     REDIS_URL: process.env.REDIS_URL!,
+    REDIS_KEY_PREFIX: PREFIX,
     EXPORT_PER_USER_MAX: '1',
     EXPORT_CACHE_BYTES: '0',
     MIN_DRAIN_BYTES_PER_S: '0',
@@ -140,7 +143,7 @@ async function loseLeaseWhileStreaming(
   await streaming();
   const redis = new Redis(process.env.REDIS_URL!);
   t.teardown(() => redis.disconnect());
-  t.equal(await redis.del(`semaphore:kb-export-exports:${user}`), 1, say.removed);
+  t.equal(await redis.del(`semaphore:${PREFIX}-exports:${user}`), 1, say.removed);
   const started = Date.now();
   // The client's own buffers hold megabytes it has not read yet: the server's side tells when.
   const failed = async () => /kb_export_export_failures_total\{cause="lease_lost"\} 1\b/.test((await call(base, '/metrics', { auth: null })).text);
@@ -153,7 +156,7 @@ async function loseLeaseWhileStreaming(
 
 t.test('a lease removed from Redis while its export streams aborts the export, counted as lease_lost', needs, async (t) => {
   const { db, user, auth } = await database(t);
-  const env = { REDIS_URL: process.env.REDIS_URL!, EXPORT_PER_USER_MAX: '1', EXPORT_CACHE_BYTES: '0', MIN_DRAIN_BYTES_PER_S: '0' };
+  const env = { REDIS_URL: process.env.REDIS_URL!, REDIS_KEY_PREFIX: PREFIX, EXPORT_PER_USER_MAX: '1', EXPORT_CACHE_BYTES: '0', MIN_DRAIN_BYTES_PER_S: '0' };
   const server = await startServer(t, env, db);
   await loseLeaseWhileStreaming(t, server.url, user, auth, {
     streams: 'the export streams',
@@ -164,7 +167,7 @@ t.test('a lease removed from Redis while its export streams aborts the export, c
 
 t.test('a lease removed from Redis while a cached body streams aborts it too (D8.10)', needs, async (t) => {
   const { db, user, auth } = await database(t);
-  const env = { REDIS_URL: process.env.REDIS_URL!, EXPORT_PER_USER_MAX: '1', EXPORT_CACHE_BYTES: String(128 * MB), MIN_DRAIN_BYTES_PER_S: '0' };
+  const env = { REDIS_URL: process.env.REDIS_URL!, REDIS_KEY_PREFIX: PREFIX, EXPORT_PER_USER_MAX: '1', EXPORT_CACHE_BYTES: String(128 * MB), MIN_DRAIN_BYTES_PER_S: '0' };
   const server = await startServer(t, env, db);
   t.equal((await call(server.url, '/api/v1/open/books/kb/docs', { auth })).status, 200, 'a first export fills the cache');
   const hits = async () => Number(/kb_export_cache_hits_total (\d+)/.exec((await call(server.url, '/metrics', { auth: null })).text)?.[1]);
@@ -172,6 +175,22 @@ t.test('a lease removed from Redis while a cached body streams aborts it too (D8
   await loseLeaseWhileStreaming(t, server.url, user, auth, say, async () => {
     t.equal(await hits(), 1, 'from the export cache');
   });
+});
+
+t.test('REDIS_KEY_PREFIX draws the fleet: one Redis, two prefixes, a cap each', needs, async (t) => {
+  const { db, auth } = await database(t);
+  const env = { REDIS_URL: process.env.REDIS_URL!, EXPORT_PER_USER_MAX: '1', EXPORT_CACHE_BYTES: '0', MIN_DRAIN_BYTES_PER_S: '0' };
+  const a = await startServer(t, { ...env, REDIS_KEY_PREFIX: `${PREFIX}-a` }, db);
+  const reader = slowReader(`${a.url}/api/v1/open/books/kb/docs`, { authorization: auth }, 64 * 1024);
+  t.teardown(() => reader.abort());
+  for (const until = Date.now() + 10_000; reader.peek().status !== 200 && Date.now() < until; ) await new Promise((r) => setTimeout(r, 50));
+  t.equal(reader.peek().status, 200, 'the user streams on an instance of fleet a');
+  const sameFleet = await startServer(t, { ...env, REDIS_KEY_PREFIX: `${PREFIX}-a` }, db);
+  t.equal((await call(sameFleet.url, '/api/v1/open/books/kb/docs', { auth })).status, 429, 'another instance of fleet a counts that export');
+  const otherFleet = await startServer(t, { ...env, REDIS_KEY_PREFIX: `${PREFIX}-b` }, db);
+  const res = await call(otherFleet.url, '/api/v1/open/books/kb/docs', { auth });
+  t.equal(res.status, 200, 'an instance of fleet b, on the same Redis, does not');
+  t.match(res.text.slice(-40), /"meta":\{"count":8\}\}$/, 'the whole export');
 });
 
 t.test('Redis out of reach: exports are refused with 503 and Retry-After, not let through', needs, async (t) => {

@@ -17,6 +17,8 @@ import { LeaseLostError, UserCapReachedError, UserLeases, type UserLease } from 
 import { recordUnhandledRejections } from '../../helpers/crashes.js';
 import { startTcpProxy } from '../../helpers/tcp-proxy.js';
 
+/** REDIS_KEY_PREFIX of this file's leases (users are unique to the run as well). */
+const PREFIX = `kbx-test-${randomBytes(4).toString('hex')}`;
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const MODULE = pathToFileURL(path.join(ROOT, 'dist/src/export/admission/user-leases.js')).href;
 const redisUrl = process.env.REDIS_URL;
@@ -40,7 +42,7 @@ interface Warning {
 }
 
 function leases(redis: Redis, perUserMax: number, warnings: Warning[] = []): UserLeases {
-  return new UserLeases({ redis, perUserMax, timeoutMs: 1000, ttlMs: TTL_MS, log: { warn: (obj, msg) => void warnings.push({ obj, msg }) } });
+  return new UserLeases({ redis, keyPrefix: PREFIX, perUserMax, timeoutMs: 1000, ttlMs: TTL_MS, log: { warn: (obj, msg) => void warnings.push({ obj, msg }) } });
 }
 
 /** A loopback port with nothing listening on it. */
@@ -100,7 +102,7 @@ t.test('a holder renews its lease while it streams; killed with SIGKILL, its sha
     import { UserLeases } from ${JSON.stringify(MODULE)};
     const redis = new Redis(${JSON.stringify(redisUrl)}, ${JSON.stringify(CLIENT_OPTIONS)});
     await new Promise((resolve) => redis.once('ready', resolve));
-    const leases = new UserLeases({ redis, perUserMax: 1, timeoutMs: 1000, ttlMs: ${TTL_MS}, log: { warn: () => {} } });
+    const leases = new UserLeases({ redis, keyPrefix: ${JSON.stringify(PREFIX)}, perUserMax: 1, timeoutMs: 1000, ttlMs: ${TTL_MS}, log: { warn: () => {} } });
     await leases.acquire(${JSON.stringify(u)}, new AbortController().signal);
     process.stdout.write('held\\n');
     setInterval(() => {}, 1000);
@@ -140,7 +142,7 @@ t.test('a lease removed from Redis while held: lease.lost aborts with LeaseLostE
   const a = leases(redis, 1, warnings);
   const u = user();
   const lease = await a.acquire(u, never);
-  await redis.del(`semaphore:kb-export-exports:${u}`);
+  await redis.del(`semaphore:${PREFIX}-exports:${u}`);
   await new Promise((resolve) => lease.lost.addEventListener('abort', resolve, { once: true }));
   t.type(lease.lost.reason, LeaseLostError);
   t.equal(a.lost, 1);
