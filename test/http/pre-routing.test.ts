@@ -94,6 +94,38 @@ t.test('D7.4: a request not received within REQUEST_TIMEOUT_MS is 408 REQUEST_TI
   }
 });
 
+t.test('D7.4: a client that keeps sending and reads late still gets its 408: the server lingers instead of resetting', async (t) => {
+  // Closing while the client still sends makes its kernel answer the next bytes with a reset, which
+  // discards an answer the client has not read yet; a busy client reads late.
+  const lateReader = () =>
+    new Promise<{ answer: RawAnswer; error: string | undefined }>((resolve) => {
+      const socket = connect(port, '127.0.0.1');
+      const chunks: Buffer[] = [];
+      let error: string | undefined;
+      const started = Date.now();
+      socket.on('error', (err: NodeJS.ErrnoException) => (error = err.code));
+      socket.on('data', (d: Buffer) => chunks.push(d));
+      socket.on('connect', () => {
+        socket.pause();
+        socket.write(`GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nX-Slow: `);
+        const trickle = setInterval(() => socket.writable && socket.write('ab'), 100);
+        setTimeout(() => {
+          clearInterval(trickle);
+          socket.resume();
+        }, TIMEOUT_MS + 1500);
+      });
+      socket.on('close', () => {
+        const raw = Buffer.concat(chunks).toString('latin1');
+        resolve({ answer: { raw, ...parseResponse(raw), closedAfterMs: Date.now() - started }, error });
+      });
+    });
+  for (const [i, { answer, error }] of (await Promise.all([lateReader(), lateReader(), lateReader()])).entries()) {
+    isEnvelope(t, answer, 408, 'REQUEST_TIMEOUT', `late reader ${i + 1}`);
+    t.equal(error, undefined, `late reader ${i + 1}: no reset (${error})`);
+    t.ok(answer.closedAfterMs! < TIMEOUT_MS + 5000, `late reader ${i + 1}: closed after ${answer.closedAfterMs} ms`);
+  }
+});
+
 t.test('the request timeout does not cut a keep-alive connection idle between requests', async (t) => {
   const socket = connect(port, '127.0.0.1');
   let raw = '';
