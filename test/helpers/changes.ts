@@ -66,3 +66,19 @@ export function applyDelta(before: Map<string, RowText>, delta: DeltaRead): Map<
   const sorted = [...out].sort(([a, ra], [b, rb]) => Buffer.compare(orderKey(ra), orderKey(rb)) || Buffer.compare(Buffer.from(a), Buffer.from(b)));
   return new Map(sorted);
 }
+
+/**
+ * Resolves once every snapshot is taken above the change tokens' floor (sql/0006), so a token
+ * issued now is honoured. The server may be shared: a write transaction older than the floor, in
+ * any of its databases, holds every snapshot's xmin below it until it ends. Rejects after a minute.
+ */
+export async function aboveTokenFloor(sql: Sql): Promise<void> {
+  const until = Date.now() + 60_000;
+  for (;;) {
+    const [row] = await sql<{ above: boolean }[]>`
+      SELECT pg_snapshot_xmin(pg_current_snapshot()) >= (SELECT token_floor FROM change_tracking) AS above`;
+    if (row!.above) return;
+    if (Date.now() > until) throw new Error('a transaction older than the token floor is still running after a minute');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
