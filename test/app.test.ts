@@ -8,7 +8,7 @@ import t from 'tap';
 import { createHash, randomInt } from 'node:crypto';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { call, type Headers, type Opts, type Res } from './helpers/http.js';
-import { doc, seed, simpleSeed, startServer, type TestServer } from './helpers/app.js';
+import { doc, redisKeyPrefix, seed, simpleSeed, startServer, type TestServer } from './helpers/app.js';
 
 
 const exp = (slug: string, qs = '') => `/api/v1/open/books/${encodeURIComponent(slug)}/docs${qs}`;
@@ -456,7 +456,8 @@ t.test('rate limiting', async (t) => {
 
   if (process.env.REDIS_URL) {
     t.test('D5.4: with REDIS_URL, the count lives in Redis and is shared by every instance', async (t) => {
-      const env = { REDIS_URL: process.env.REDIS_URL!, TRUST_PROXY: 'true' };
+      // One fleet: the same Redis and REDIS_KEY_PREFIX.
+      const env = { REDIS_URL: process.env.REDIS_URL!, REDIS_KEY_PREFIX: redisKeyPrefix(), TRUST_PROXY: 'true' };
       const a = await limited(env);
       const b = await limited(env);
       // A random address, so runs sharing the Redis server within one window do not collide.
@@ -467,6 +468,8 @@ t.test('rate limiting', async (t) => {
       t.equal((await call(a.url, exp('kb'), { headers: h, method: 'HEAD' })).status, 200);
       is429(t, await call(b.url, exp('kb'), { headers: h }), 'instance b after 3 requests across a and b');
       is429(t, await call(a.url, exp('kb'), { headers: h, auth: null }), 'instance a');
+      const other = await limited({ ...env, REDIS_KEY_PREFIX: redisKeyPrefix() });
+      t.equal((await call(other.url, exp('kb'), { headers: h })).status, 200, 'an instance of another fleet (prefix) on the same Redis counts apart');
     });
   }
 });
