@@ -4,8 +4,8 @@
  * Retry-After within seconds, the outage is logged once, not per request, and ioredis prints
  * nothing outside the JSON log.
  */
-import net from 'node:net';
 import t, { type Test } from 'tap';
+import { freePort } from '../../src/db/free-port.js';
 import { call } from '../helpers/http.js';
 import { doc, seed, simpleSeed } from '../helpers/app.js';
 import { createTestDatabase, lockDocuments } from '../helpers/db.js';
@@ -13,15 +13,6 @@ import { startLoggedServer } from '../helpers/logged-app.js';
 import { startTcpProxy, targetOf } from '../helpers/tcp-proxy.js';
 
 const PATH = '/api/v1/open/books/kb/docs';
-
-/** A loopback port with nothing listening on it. */
-async function closedPort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const { port } = srv.address() as net.AddressInfo;
-  await new Promise((resolve) => srv.close(resolve));
-  return port;
-}
 
 function assertUnavailable(t: Test, res: Awaited<ReturnType<typeof call>>, startedAt: number, limitMs: number): void {
   t.equal(res.status, 503);
@@ -32,7 +23,7 @@ function assertUnavailable(t: Test, res: Awaited<ReturnType<typeof call>>, start
 }
 
 t.test('PostgreSQL unreachable: 503 with Retry-After within seconds, logged once per outage', async (t) => {
-  const down = `postgres://postgres@127.0.0.1:${await closedPort()}/postgres`;
+  const down = `postgres://postgres@127.0.0.1:${await freePort()}/postgres`;
   const server = await startLoggedServer(t, down, { DB_TIMEOUT_MS: '2000' });
   for (let i = 0; i < 5; i++) {
     const started = Date.now();
@@ -52,7 +43,7 @@ t.test('the rate-limit store unreachable: 503 (fail closed, never an open door),
   t.teardown(() => {
     console.error = original;
   });
-  const server = await startLoggedServer(t, db.url, { REDIS_URL: `redis://127.0.0.1:${await closedPort()}` });
+  const server = await startLoggedServer(t, db.url, { REDIS_URL: `redis://127.0.0.1:${await freePort()}` });
   for (let i = 0; i < 5; i++) {
     const started = Date.now();
     assertUnavailable(t, await call(server.url, PATH), started, 3000);

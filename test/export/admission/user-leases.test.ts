@@ -6,19 +6,20 @@
  * suite); without it only the cases that need no Redis run, and the rest is skipped with that reason.
  */
 import { DependencyError } from '../../../src/errors.js';
+import { freePort } from '../../../src/db/free-port.js';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import t, { type Test } from 'tap';
 import { LeaseLostError, UserCapReachedError, UserLeases, type UserLease } from '../../../src/export/admission/user-leases.js';
+import { redisKeyPrefix } from '../../helpers/app.js';
 import { recordUnhandledRejections } from '../../helpers/crashes.js';
 import { startTcpProxy } from '../../helpers/tcp-proxy.js';
 
 /** REDIS_KEY_PREFIX of this file's leases (users are unique to the run as well). */
-const PREFIX = `kbx-test-${randomBytes(4).toString('hex')}`;
+const PREFIX = redisKeyPrefix();
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const MODULE = pathToFileURL(path.join(ROOT, 'dist/src/export/admission/user-leases.js')).href;
 const redisUrl = process.env.REDIS_URL;
@@ -43,15 +44,6 @@ interface Warning {
 
 function leases(redis: Redis, perUserMax: number, warnings: Warning[] = []): UserLeases {
   return new UserLeases({ redis, keyPrefix: PREFIX, perUserMax, timeoutMs: 1000, ttlMs: TTL_MS, log: { warn: (obj, msg) => void warnings.push({ obj, msg }) } });
-}
-
-/** A loopback port with nothing listening on it. */
-async function closedPort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const { port } = srv.address() as net.AddressInfo;
-  await new Promise((resolve) => srv.close(resolve));
-  return port;
 }
 
 /** A user id no other run sharing this Redis uses. */
@@ -196,7 +188,7 @@ t.test('Redis cut or frozen: acquire fails closed with a DependencyError within 
 
 t.test('an aborted request never reaches Redis', async (t) => {
   // Nothing listens there: reaching it would be a DependencyError, not the abort's reason.
-  const a = leases(await client(t, `redis://127.0.0.1:${await closedPort()}`, false), 1);
+  const a = leases(await client(t, `redis://127.0.0.1:${await freePort()}`, false), 1);
   const gone = new AbortController();
   gone.abort(new Error('client gone'));
   await t.rejects(a.acquire(user(), gone.signal), /client gone/);
@@ -204,7 +196,7 @@ t.test('an aborted request never reaches Redis', async (t) => {
 });
 
 t.test('no Redis at the configured address: acquire fails closed at once with a DependencyError (D8.5)', async (t) => {
-  const a = leases(await client(t, `redis://127.0.0.1:${await closedPort()}`, false), 1);
+  const a = leases(await client(t, `redis://127.0.0.1:${await freePort()}`, false), 1);
   const started = Date.now();
   const err = await refusal(a.acquire(user(), never));
   t.type(err, DependencyError);
