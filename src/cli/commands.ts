@@ -95,10 +95,7 @@ export async function importHtmlCommand(
   const bookId = opts.id ?? `${opts.owner}:${opts.slug}`;
   await withDatabase(config, async (sql) => {
     const summary = await inTransaction(sql, async (tx) => {
-      // INSERTs of about 64 KB: postgres.js copies a statement four times as it builds and sends it,
-      // and past glibc's mmap threshold (the shebang's MALLOC_MMAP_THRESHOLD_) each copy is a fresh
-      // mapping, faulted in page by page. 2 MB batches took 25 % longer and 25 % more memory.
-      const writer = new SeedWriter(tx, 100, 64 * 1024);
+      const writer = new SeedWriter(tx);
       await writer.begin();
       await writer.addBook(
         { id: bookId, ownerId: opts.owner, slug: opts.slug, name: opts.name ?? path.basename(path.resolve(dir)) },

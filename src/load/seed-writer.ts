@@ -49,11 +49,16 @@ export class SeedWriter {
   private bookIds: string[] = [];
   readonly summary: LoadSummary = { users: 0, apiKeys: 0, books: 0, documents: 0 };
 
-  /** At most `batchSize` documents and `batchBytes` of contents per INSERT: a batch is about that plus one document. */
+  /**
+   * At most `batchSize` documents and `batchBytes` of contents per INSERT: a batch is about that plus
+   * one document. Small by default: postgres.js copies a statement about four times as it builds and
+   * sends it, and past glibc's mmap threshold (the shebang's MALLOC_MMAP_THRESHOLD_, 128 KB) each
+   * copy is a fresh mapping faulted in page by page (bench/RESULTS.md, import-html).
+   */
   constructor(
     private readonly tx: Tx,
     private readonly batchSize = 500,
-    private readonly batchBytes = 8 * 1024 * 1024,
+    private readonly batchBytes = 64 * 1024,
   ) {}
 
   /** Call once, first: a book's documents may be written before the book row (the FK is deferrable). */
