@@ -78,9 +78,9 @@ function requestBytes(url: URL, headers: RequestHeaders): string {
 }
 
 /** A connected socket that has sent the GET. Read errors (resets) end the exchange like a close. */
-function open(url: string, headers: RequestHeaders, paused = false): net.Socket {
+function open(url: string, headers: RequestHeaders, paused = false, readableHighWaterMark?: number): net.Socket {
   const u = new URL(url);
-  const socket = net.connect(Number(u.port || 80), u.hostname);
+  const socket = net.connect({ port: Number(u.port || 80), host: u.hostname, ...(readableHighWaterMark ? { readableHighWaterMark } : {}) });
   if (paused) socket.pause();
   socket.on('error', () => {});
   socket.write(requestBytes(u, headers));
@@ -168,12 +168,22 @@ export interface SlowReader {
   done: Promise<RawResponse>;
 }
 
+export interface SlowReaderOptions {
+  /**
+   * Keep the rate when the timer runs late (a server in the same process busy on the event loop):
+   * each tick reads for the time since the last one, up to a second's worth, from a socket buffer
+   * that holds that much. Without it a tick reads a tenth of the rate, so a busy loop slows it.
+   */
+  keepRate?: boolean;
+}
+
 /**
  * A GET whose socket stays paused and is read `bytesPerSecond` at a time, in ticks of 100 ms, so
  * the server meets a client that accepts bytes at that rate, with full kernel buffers in between.
  */
-export function slowReader(url: string, headers: RequestHeaders, bytesPerSecond: number): SlowReader {
-  const socket = open(url, headers, true);
+export function slowReader(url: string, headers: RequestHeaders, bytesPerSecond: number, opts: SlowReaderOptions = {}): SlowReader {
+  const keepRate = opts.keepRate === true && Number.isFinite(bytesPerSecond);
+  const socket = open(url, headers, true, keepRate ? Math.max(64 * 1024, Math.ceil(bytesPerSecond)) : undefined);
   const chunks: Buffer[] = [];
   let received = 0;
   const keep = (piece: Buffer) => {
@@ -200,7 +210,13 @@ export function slowReader(url: string, headers: RequestHeaders, bytesPerSecond:
       socket.on('data', keep);
       socket.resume();
     } else {
-      timer = setInterval(() => take(Math.max(1, Math.round(rate / 10))), 100);
+      let last = performance.now();
+      timer = setInterval(() => {
+        const now = performance.now();
+        const ms = keepRate ? Math.min(now - last, 1000) : 100;
+        last = now;
+        take(Math.max(1, Math.round((rate * ms) / 1000)));
+      }, 100);
     }
   };
   setRate(bytesPerSecond);
