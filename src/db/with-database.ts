@@ -10,11 +10,13 @@ export async function withDatabase<T>(config: Config, fn: (sql: Sql) => Promise<
   const db = await openDatabase(config);
   const sql = connect(db.url, { max: 4, applicationName: 'kb-export-cli' });
   let reached = false;
+  let failed = false;
   try {
     await assertSchemaCurrent(sql);
     reached = true;
     return await fn(sql);
   } catch (err) {
+    failed = true;
     if (!isConnectionLost(err)) throw err;
     const why = (err as Error).message;
     throw new Error(
@@ -22,7 +24,9 @@ export async function withDatabase<T>(config: Config, fn: (sql: Sql) => Promise<
       { cause: err },
     );
   } finally {
-    await sql.end({ timeout: 5 });
+    // A failed command's other connections may wait in a transaction that will never commit:
+    // closing them at once discards it, as PostgreSQL does when a session ends.
+    await sql.end({ timeout: failed ? 0 : 5 });
     await db.stop();
   }
 }
