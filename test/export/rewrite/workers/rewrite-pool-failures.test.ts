@@ -4,7 +4,8 @@
  * fresh worker (each at most twice), replacements back off and are logged, and a worker that cannot
  * load is not restarted in a loop. Faults are real: fixtures/poison-worker.ts exits, throws or
  * hangs on a marker in its batch; fixtures/fails-at-load-worker.ts throws as it loads.
- * (A file of its own: every worker takes seconds to load under the tests' TypeScript loader.)
+ * (A file of its own, its tests side by side: every worker takes about a second to load under the
+ * tests' TypeScript loader.)
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as workerThreads from 'node:worker_threads';
@@ -12,6 +13,9 @@ import t from 'tap';
 import { rewriteJsonText, rewrittenByPool } from '../../../helpers/plans.js';
 import { RewritePool } from '../../../../src/export/rewrite/workers/rewrite-pool.js';
 import type { RewritePoolOptions } from '../../../../src/export/rewrite/workers/rewrite-jobs.js';
+
+// Each test has a pool of its own; most of their time is waiting for workers to load or time out.
+t.jobs = 3;
 
 const PREFIX = '/media/';
 const json = (html: string) => Buffer.from(JSON.stringify(html));
