@@ -49,6 +49,9 @@ async function counts(sql: Sql) {
 
 const NO_STACK = /\n\s+at .+[:(]/;
 
+// Each test has databases of its own, and spends most of its time waiting on the CLI's processes.
+t.jobs = 3;
+
 t.before(() => {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first`);
 });

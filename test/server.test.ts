@@ -68,6 +68,9 @@ async function databaseWithDocuments(t: { teardown(fn: () => unknown): void }, d
 
 const listening = (s: Served) => () => /listening at (http:\/\/[0-9.]+:\d+)/.exec(s.output())?.[1];
 
+// Each test has a database and server processes of its own, and spends most of its time waiting on them.
+t.jobs = 3;
+
 t.before(() => {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first`);
 });
