@@ -22,9 +22,8 @@ async function main(): Promise<number> {
   try {
     const tap = path.resolve('node_modules/.bin/tap');
     const args = process.argv.slice(2);
-    // More files than cores: the suite waits on timers, sockets and child processes (two files at a
-    // time kept 1.35 of 2 cores busy). Twice the cores finished sooner still, but the fault tests'
-    // /livez latencies then came within a factor of two of their bounds.
+    // More files than cores, as the suite waits on timers, sockets and child processes; not twice
+    // as many, which brings the fault tests' /livez latencies close to their bounds.
     if (!args.some((a) => /^(-j|--jobs)/.test(a))) args.unshift(`--jobs=${Math.ceil(os.availableParallelism() * 1.5)}`);
     const child = spawn(tap, args, { stdio: 'inherit', env });
     const forward = (sig: NodeJS.Signals) => child.kill(sig);

@@ -4,8 +4,7 @@
  * fresh worker (each at most twice), replacements back off and are logged, and a worker that cannot
  * load is not restarted in a loop. Faults are real: fixtures/poison-worker.ts exits, throws or
  * hangs on a marker in its batch; fixtures/fails-at-load-worker.ts throws as it loads.
- * (A file of its own, its tests side by side: every worker takes about a second to load under the
- * tests' TypeScript loader.)
+ * (A file of its own: every worker takes about a second to load under the tests' TypeScript loader.)
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as workerThreads from 'node:worker_threads';
