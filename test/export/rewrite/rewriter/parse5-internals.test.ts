@@ -16,8 +16,16 @@ const pkg = JSON.parse(readFileSync(new URL('../../../../package.json', import.m
 /** The tokenizer's fields as html-tokenizer.ts reads them. */
 interface TokenizerInternals {
   _stateData?: unknown;
+  _stateTagOpen?: unknown;
+  _stateEndTagOpen?: unknown;
+  _createStartTagToken?: unknown;
+  _createEndTagToken?: unknown;
+  emitCurrentTagToken?: unknown;
+  getCurrentLocation?: unknown;
+  currentToken?: unknown;
+  state?: unknown;
   inForeignNode?: unknown;
-  preprocessor?: { html?: unknown; pos?: unknown; isEol?: unknown };
+  preprocessor?: { html?: unknown; pos?: unknown; isEol?: unknown; line?: unknown; col?: unknown; offset?: unknown };
   write(html: string, last: boolean): void;
 }
 
@@ -31,7 +39,7 @@ t.test('parse5 and parse5-sax-parser are pinned to the exact versions installed'
   }
 });
 
-t.test("the tokenizer's data state, preprocessor and foreign-content flag exist with the shapes relied on", async (t) => {
+t.test("the tokenizer's states, token methods, preprocessor and foreign-content flag exist with the shapes relied on", async (t) => {
   const plain = new SAXParser({ sourceCodeLocationInfo: true });
   const tz = (plain as unknown as { tokenizer: TokenizerInternals }).tokenizer;
   t.type(tz._stateData, 'function', 'Tokenizer._stateData: the data state, replaced by the fast path');
@@ -41,9 +49,18 @@ t.test("the tokenizer's data state, preprocessor and foreign-content flag exist 
   tz.write('<p>x', false);
   t.equal(tz.preprocessor?.html, '<p>x', 'Preprocessor.html holds the input written');
 
+  t.equal(tz.state, 0, 'Tokenizer.state: 0 is the data state');
+  for (const method of ['_stateTagOpen', '_stateEndTagOpen', '_createStartTagToken', '_createEndTagToken', 'emitCurrentTagToken', 'getCurrentLocation'] as const) {
+    t.type(tz[method], 'function', `Tokenizer.${method}: what the plain-tag fast path calls or replaces`);
+  }
+  t.ok('currentToken' in tz, 'Tokenizer.currentToken');
+  for (const field of ['line', 'col', 'offset'] as const) t.type(tz.preprocessor?.[field], 'number', `Preprocessor.${field}`);
+
   const ours = new SyncSaxParser(() => {});
   const patched = (ours as unknown as { tokenizer: TokenizerInternals }).tokenizer;
   t.not(patched._stateData, tz._stateData, 'SyncSaxParser installs its data-state fast path');
+  t.not(patched._stateTagOpen, tz._stateTagOpen, 'SyncSaxParser installs its start-tag fast path');
+  t.not(patched._stateEndTagOpen, tz._stateEndTagOpen, 'SyncSaxParser installs its end-tag fast path');
 });
 
 t.test('what the rewriter gets from the tokenizer: start tags with attribute offsets, foreign content flagged, synchronously', async (t) => {
