@@ -1,10 +1,6 @@
 /** parse5's tokenizer driven synchronously, through internals test/export/rewrite/rewriter/parse5-internals.test.ts pins. */
 import { SAXParser, type StartTag } from 'parse5-sax-parser';
 
-interface TokenizerView {
-  inForeignNode: boolean;
-}
-
 interface Preprocessor {
   html: string;
   pos: number;
@@ -39,6 +35,7 @@ interface StateView {
   getCurrentLocation(offset: number): Location | null;
   currentToken: TagToken | null;
   state: number;
+  inForeignNode: boolean;
   preprocessor: Preprocessor;
 }
 
@@ -216,8 +213,8 @@ export class SyncSaxParser extends SAXParser {
     takePlainTags(tz);
   }
 
-  private view(): TokenizerView {
-    return this.tokenizer as unknown as TokenizerView;
+  private view(): StateView {
+    return this.tokenizer as unknown as StateView;
   }
 
   // Character tokens are most of SAXParser's cost, and text never matters here.
