@@ -154,53 +154,45 @@ function takePlainTags(tz: StateView): void {
   const pre = tz.preprocessor;
   const tag = new PlainTag();
 
-  tz._stateTagOpen = function (this: StateView, cp: number): void {
-    const html = pre.html;
-    const lt = pre.pos - 1;
-    if (!isLower(cp) || !tag.read(html, lt, false)) {
-      startOpen.call(this, cp);
-      return;
-    }
-    this._createStartTagToken();
-    const token = this.currentToken!;
-    token.tagName = own(html.slice(lt + 1, tag.nameEnd));
-    const { spans, count } = tag;
-    if (count > 0) {
-      const locations: Record<string, Location> = Object.create(null);
-      for (let k = 0; k < count; k += 4) {
-        const name = own(html.slice(spans[k]!, spans[k + 1]!));
-        const valueStart = spans[k + 2]!;
-        const valueEnd = spans[k + 3]!;
-        pre.pos = spans[k]!;
-        const loc = this.getCurrentLocation(0)!;
-        pre.pos = valueStart === -1 ? spans[k + 1]! : valueEnd + 1;
-        loc.endLine = pre.line;
-        loc.endCol = pre.col;
-        loc.endOffset = pre.offset;
-        locations[name] = loc;
-        token.attrs.push({ name, value: valueStart === -1 ? '' : own(html.slice(valueStart, valueEnd)) });
+  /** The tag-open state (`</` for an end tag: its first letter is `cp`) with the fast path in front. */
+  const open = (original: (cp: number) => void, endTag: boolean) =>
+    function (this: StateView, cp: number): void {
+      const html = pre.html;
+      const nameStart = pre.pos;
+      if (!isLower(cp) || !tag.read(html, nameStart - (endTag ? 2 : 1), endTag)) {
+        original.call(this, cp);
+        return;
       }
-      token.location!.attrs = locations;
-    }
-    token.selfClosing = tag.selfClosing;
-    pre.pos = tag.end;
-    this.state = DATA;
-    this.emitCurrentTagToken();
-  };
+      if (endTag) this._createEndTagToken();
+      else this._createStartTagToken();
+      const token = this.currentToken!;
+      token.tagName = own(html.slice(nameStart, tag.nameEnd));
+      const { spans, count } = tag;
+      if (count > 0) {
+        const locations: Record<string, Location> = Object.create(null);
+        for (let k = 0; k < count; k += 4) {
+          const name = own(html.slice(spans[k]!, spans[k + 1]!));
+          const valueStart = spans[k + 2]!;
+          const valueEnd = spans[k + 3]!;
+          pre.pos = spans[k]!;
+          const loc = this.getCurrentLocation(0)!;
+          pre.pos = valueStart === -1 ? spans[k + 1]! : valueEnd + 1;
+          loc.endLine = pre.line;
+          loc.endCol = pre.col;
+          loc.endOffset = pre.offset;
+          locations[name] = loc;
+          token.attrs.push({ name, value: valueStart === -1 ? '' : own(html.slice(valueStart, valueEnd)) });
+        }
+        token.location!.attrs = locations;
+      }
+      token.selfClosing = tag.selfClosing;
+      pre.pos = tag.end;
+      this.state = DATA;
+      this.emitCurrentTagToken();
+    };
 
-  tz._stateEndTagOpen = function (this: StateView, cp: number): void {
-    const html = pre.html;
-    const lt = pre.pos - 2;
-    if (!isLower(cp) || !tag.read(html, lt, true)) {
-      endOpen.call(this, cp);
-      return;
-    }
-    this._createEndTagToken();
-    this.currentToken!.tagName = own(html.slice(lt + 2, tag.nameEnd));
-    pre.pos = tag.end;
-    this.state = DATA;
-    this.emitCurrentTagToken();
-  };
+  tz._stateTagOpen = open(startOpen, false);
+  tz._stateEndTagOpen = open(endOpen, true);
 }
 
 /** Drives the SAX parser synchronously: its stream API defers `end()` to a later tick. */
