@@ -56,7 +56,7 @@ function skipTextInDataState(tz: StateView): void {
     }
     const html = pre.html;
     TEXT_STOP.lastIndex = pre.pos + 1;
-    const j = TEXT_STOP.exec(html) === null ? html.length : TEXT_STOP.lastIndex - 1;
+    const j = TEXT_STOP.test(html) ? TEXT_STOP.lastIndex - 1 : html.length;
     // The loop's next advance() reads html[j]; at the end of the input it hibernates there.
     pre.pos = j - 1;
   };
