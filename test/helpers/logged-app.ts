@@ -35,7 +35,7 @@ export async function startLoggedServer(
   env: Record<string, string> = {},
   exportUrl = databaseUrl,
 ): Promise<LoggedServer> {
-  const config = loadConfig({ RATE_LIMIT_MAX: '100000', LOG_LEVEL: 'debug', REWRITE_WORKERS: '0', REDIS_KEY_PREFIX: redisKeyPrefix(), ...env, DATABASE_URL: databaseUrl });
+  const config = loadConfig({ RATE_LIMIT_MAX: '100000', LOG_LEVEL: 'debug', REWRITE_WORKERS: '0', MAX_EVENT_LOOP_DELAY_MS: '0', MAX_HEAP_USED_BYTES: '0', REDIS_KEY_PREFIX: redisKeyPrefix(), ...env, DATABASE_URL: databaseUrl });
   const logs: Array<Record<string, unknown>> = [];
   const stream = new Writable({
     write(chunk, _enc, cb) {

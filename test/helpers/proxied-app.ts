@@ -34,7 +34,7 @@ export interface ProxiedServer {
  * rewrite workers off unless `env` sets REWRITE_WORKERS (helpers/app.ts says why).
  */
 export async function startProxiedServer(t: Teardown, db: TestDatabase, env: Record<string, string> = {}): Promise<ProxiedServer> {
-  const config = loadConfig({ RATE_LIMIT_MAX: '1000000', REWRITE_WORKERS: '0', REDIS_KEY_PREFIX: redisKeyPrefix(), ...env, DATABASE_URL: db.url });
+  const config = loadConfig({ RATE_LIMIT_MAX: '1000000', REWRITE_WORKERS: '0', MAX_EVENT_LOOP_DELAY_MS: '0', MAX_HEAP_USED_BYTES: '0', REDIS_KEY_PREFIX: redisKeyPrefix(), ...env, DATABASE_URL: db.url });
   const exportProxy = await startTcpProxy(t, targetOf(db.url));
   const lookupProxy = await startTcpProxy(t, targetOf(db.url));
   const connectTimeoutS = Math.max(1, Math.ceil(config.dbTimeoutMs / 1000));
