@@ -40,16 +40,32 @@ interface TestDeps {
 }
 
 /**
+ * The config of an app a test builds in its own process: `env` over production's through loadConfig,
+ * with a rate limit no test reaches and a Redis key prefix of its own. Rewrite workers are off unless
+ * `env` sets REWRITE_WORKERS: under the tests' TypeScript loader a worker takes seconds of CPU to
+ * start, and the worker path has tests of its own that ask for it. So is the last line under
+ * decisions.md D8.8 (MAX_EVENT_LOOP_DELAY_MS, MAX_HEAP_USED_BYTES): it would measure the test process
+ * (tap, coverage, seeding, other servers), not the app, and under load it answered a contract test
+ * 503; test/http/pressure.test.ts and the tests of the executable keep it on.
+ */
+export function testConfig(databaseUrl: string, env: Record<string, string> = {}): Config {
+  return loadConfig({
+    RATE_LIMIT_MAX: '100000',
+    REWRITE_WORKERS: '0',
+    MAX_EVENT_LOOP_DELAY_MS: '0',
+    MAX_HEAP_USED_BYTES: '0',
+    REDIS_KEY_PREFIX: redisKeyPrefix(),
+    ...env,
+    DATABASE_URL: databaseUrl,
+  });
+}
+
+/**
  * Builds and starts the app on a fresh database (or `db`); env overrides go through loadConfig like
  * production. Plans are written on the test database's pool and nothing is logged unless `deps`
  * says otherwise; with `deps.workerUrl` the app's rewrite workers run that module (the app is
  * imported with its rewrite pool's module mocked, so production code has no seam for it).
- * Rewrite workers are off unless `env` sets REWRITE_WORKERS: under the tests' TypeScript loader a
- * worker takes seconds of CPU to start, and the worker path has tests of its own that ask for it.
- * So is the last line under decisions.md D8.8 (MAX_EVENT_LOOP_DELAY_MS, MAX_HEAP_USED_BYTES): it
- * would measure the test process (tap, coverage, seeding, other servers), not the app, and under
- * load it answered a contract test 503; test/http/pressure.test.ts and the tests of the executable
- * keep it on.
+ * Its config is testConfig's.
  */
 export async function startServer(
   t: Teardown & { mockImport?: unknown },
@@ -58,15 +74,7 @@ export async function startServer(
   deps: TestDeps = {},
 ): Promise<TestServer> {
   const database = db ?? (await createTestDatabase(t));
-  const config = loadConfig({
-    RATE_LIMIT_MAX: '100000',
-    REWRITE_WORKERS: '0',
-    MAX_EVENT_LOOP_DELAY_MS: '0',
-    MAX_HEAP_USED_BYTES: '0',
-    REDIS_KEY_PREFIX: redisKeyPrefix(),
-    ...env,
-    DATABASE_URL: database.url,
-  });
+  const config = testConfig(database.url, env);
   const exportSql = connect(database.url, { max: config.exportConcurrency, applicationName: 'kbx-test-export', fetchTypes: false });
   const build = deps.workerUrl === undefined ? buildApp : await appWithWorkers(t as MockingTest, deps.workerUrl);
   const app = await build({ config, sql: database.sql, exportSql, planSql: deps.planSql ?? database.sql, logger: deps.logger ?? false });

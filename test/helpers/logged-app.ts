@@ -6,9 +6,9 @@
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
-import { loadConfig, type Config } from '../../src/config.js';
+import type { Config } from '../../src/config.js';
 import { connect, type Sql } from '../../src/db/connect.js';
-import { listenOnLoopback, redisKeyPrefix } from './app.js';
+import { listenOnLoopback, testConfig } from './app.js';
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -26,8 +26,8 @@ export interface LoggedServer {
 
 /**
  * Starts the app with `env` on `databaseUrl` (the lookup pool and the export pool both; pass
- * `exportUrl` to give exports another address). LOG_LEVEL is debug and rewrite workers are off
- * unless set (helpers/app.ts says why).
+ * `exportUrl` to give exports another address). LOG_LEVEL is debug unless set; the rest of the
+ * config is testConfig's (helpers/app.ts).
  */
 export async function startLoggedServer(
   t: Teardown,
@@ -35,7 +35,7 @@ export async function startLoggedServer(
   env: Record<string, string> = {},
   exportUrl = databaseUrl,
 ): Promise<LoggedServer> {
-  const config = loadConfig({ RATE_LIMIT_MAX: '100000', LOG_LEVEL: 'debug', REWRITE_WORKERS: '0', MAX_EVENT_LOOP_DELAY_MS: '0', MAX_HEAP_USED_BYTES: '0', REDIS_KEY_PREFIX: redisKeyPrefix(), ...env, DATABASE_URL: databaseUrl });
+  const config = testConfig(databaseUrl, { LOG_LEVEL: 'debug', ...env });
   const logs: Array<Record<string, unknown>> = [];
   const stream = new Writable({
     write(chunk, _enc, cb) {

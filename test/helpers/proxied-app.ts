@@ -5,9 +5,9 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
-import { loadConfig, type Config } from '../../src/config.js';
+import type { Config } from '../../src/config.js';
 import { connect, type Sql } from '../../src/db/connect.js';
-import { listenOnLoopback, redisKeyPrefix } from './app.js';
+import { listenOnLoopback, testConfig } from './app.js';
 import type { TestDatabase } from './db.js';
 import { startTcpProxy, targetOf, type TcpProxy } from './tcp-proxy.js';
 
@@ -29,12 +29,11 @@ export interface ProxiedServer {
 }
 
 /**
- * Builds and starts the app on `db` with `env` (through loadConfig, like production), its pools
- * behind two fresh proxies, connect and lookup timeouts from DB_TIMEOUT_MS as src/server.ts sets them;
- * rewrite workers off unless `env` sets REWRITE_WORKERS (helpers/app.ts says why).
+ * Builds and starts the app on `db` with `env` (testConfig, helpers/app.ts), its pools behind two
+ * fresh proxies, connect and lookup timeouts from DB_TIMEOUT_MS as src/server.ts sets them.
  */
 export async function startProxiedServer(t: Teardown, db: TestDatabase, env: Record<string, string> = {}): Promise<ProxiedServer> {
-  const config = loadConfig({ RATE_LIMIT_MAX: '1000000', REWRITE_WORKERS: '0', MAX_EVENT_LOOP_DELAY_MS: '0', MAX_HEAP_USED_BYTES: '0', REDIS_KEY_PREFIX: redisKeyPrefix(), ...env, DATABASE_URL: db.url });
+  const config = testConfig(db.url, { RATE_LIMIT_MAX: '1000000', ...env });
   const exportProxy = await startTcpProxy(t, targetOf(db.url));
   const lookupProxy = await startTcpProxy(t, targetOf(db.url));
   const connectTimeoutS = Math.max(1, Math.ceil(config.dbTimeoutMs / 1000));
