@@ -199,14 +199,10 @@ function takePlainTags(tz: StateView): void {
 export class SyncSaxParser extends SAXParser {
   constructor(onStartTag: (tag: StartTag, foreign: boolean) => void) {
     super({ sourceCodeLocationInfo: true });
-    this.on('startTag', (tag: StartTag) => onStartTag(tag, this.view().inForeignNode));
     const tz = this.tokenizer as unknown as StateView;
+    this.on('startTag', (tag: StartTag) => onStartTag(tag, tz.inForeignNode));
     skipTextInDataState(tz);
     takePlainTags(tz);
-  }
-
-  private view(): StateView {
-    return this.tokenizer as unknown as StateView;
   }
 
   // Character tokens are most of SAXParser's cost, and text never matters here.
