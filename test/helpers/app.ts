@@ -8,13 +8,13 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Writable } from 'node:stream';
 import { buildApp } from '../../src/app.js';
-import { RewritePool } from '../../src/export/rewrite/workers/rewrite-pool.js';
 import type { RewritePoolOptions } from '../../src/export/rewrite/workers/rewrite-jobs.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { connect, type Sql } from '../../src/db/connect.js';
 import { loadSeed } from '../../src/load/seed-loader.js';
 import type { LoadSummary } from '../../src/load/seed-writer.js';
 import { createTestDatabase, type TestDatabase } from './db.js';
+import { leanRewritePool, type MockingTest } from './lean-workers.js';
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -42,7 +42,7 @@ interface TestDeps {
 /**
  * The config of an app a test builds in its own process: `env` over production's through loadConfig,
  * with a rate limit no test reaches and a Redis key prefix of its own. Rewrite workers are off unless
- * `env` sets REWRITE_WORKERS: under the tests' TypeScript loader a worker takes seconds of CPU to
+ * `env` sets REWRITE_WORKERS: under the tests' loaders a worker takes half a second of CPU to
  * start, and the worker path has tests of its own that ask for it. So is the last line under
  * decisions.md D8.8 (MAX_EVENT_LOOP_DELAY_MS, MAX_HEAP_USED_BYTES): it would measure the test process
  * (tap, coverage, seeding, other servers), not the app, and under load it answered a contract test
@@ -76,7 +76,8 @@ export async function startServer(
   const database = db ?? (await createTestDatabase(t));
   const config = testConfig(database.url, env);
   const exportSql = connect(database.url, { max: config.exportConcurrency, applicationName: 'kbx-test-export', fetchTypes: false });
-  const build = deps.workerUrl === undefined ? buildApp : await appWithWorkers(t as MockingTest, deps.workerUrl);
+  const workers = config.rewriteWorkers > 0 || deps.workerUrl !== undefined;
+  const build = workers ? await appWithLeanWorkers(t as MockingTest, deps.workerUrl) : buildApp;
   const app = await build({ config, sql: database.sql, exportSql, planSql: deps.planSql ?? database.sql, logger: deps.logger ?? false });
   const url = await listenOnLoopback(t, app, [exportSql]);
   const cacheHits = async () => {
@@ -86,18 +87,15 @@ export async function startServer(
   return { url, app, config, db: database, exportSql, cacheHits };
 }
 
-interface MockingTest {
-  mockImport<T>(module: string, mocks: Record<string, unknown>): Promise<T>;
-}
-
 /**
- * buildApp of src/app.ts imported with RewritePool running `workerUrl`'s module. tap resolves the
- * specifiers relative to this file, the caller of mockImport.
+ * buildApp of src/app.ts imported with the rewrite pool of lean-workers.ts, running `workerUrl`'s
+ * module if given. tap resolves the specifiers relative to this file, the caller of mockImport.
  */
-async function appWithWorkers(t: MockingTest, workerUrl: URL): Promise<typeof buildApp> {
+async function appWithLeanWorkers(t: MockingTest, workerUrl: URL | undefined): Promise<typeof buildApp> {
+  const RewritePool = await leanRewritePool(t);
   class FixturePool extends RewritePool {
     constructor(size: number, options: RewritePoolOptions = {}) {
-      super(size, { ...options, workerUrl });
+      super(size, workerUrl ? { ...options, workerUrl } : options);
     }
   }
   // A mock reaches the module it is given to, not the modules below it: the exporter gets the

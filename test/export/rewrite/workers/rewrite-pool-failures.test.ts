@@ -4,14 +4,16 @@
  * fresh worker (each at most twice), replacements back off and are logged, and a worker that cannot
  * load is not restarted in a loop. Faults are real: fixtures/poison-worker.ts exits, throws or
  * hangs on a marker in its batch; fixtures/fails-at-load-worker.ts throws as it loads.
- * (A file of its own: every worker takes about a second to load under the tests' TypeScript loader.)
+ * (A file of its own: every worker takes about half a second to load under the tests' TypeScript loader.)
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import * as workerThreads from 'node:worker_threads';
+import type { WorkerOptions } from 'node:worker_threads';
 import t from 'tap';
 import { rewriteJsonText, rewrittenByPool } from '../../../helpers/plans.js';
-import { RewritePool } from '../../../../src/export/rewrite/workers/rewrite-pool.js';
+import { leanRewritePool, leanWorkerThreads } from '../../../helpers/lean-workers.js';
 import type { RewritePoolOptions } from '../../../../src/export/rewrite/workers/rewrite-jobs.js';
+
+const RewritePool = await leanRewritePool(t);
 
 // Each test has a pool of its own; most of their time is waiting for workers to load or time out.
 t.jobs = 3;
@@ -130,16 +132,14 @@ t.test('a worker that fails at load is retried with a growing backoff, logged, a
   // to the next one's creation (a loop without backoff would show none).
   const created: number[] = [];
   const exited: number[] = [];
-  class RecordedWorker extends workerThreads.Worker {
-    constructor(url: URL, options?: workerThreads.WorkerOptions) {
+  class RecordedWorker extends leanWorkerThreads.Worker {
+    constructor(url: URL, options?: WorkerOptions) {
       super(url, options);
       created.push(Date.now());
       this.on('exit', () => exited.push(Date.now()));
     }
   }
-  const { RewritePool: Pool } = await t.mockImport<typeof import('../../../../src/export/rewrite/workers/rewrite-pool.js')>('../../../../src/export/rewrite/workers/rewrite-pool.js', {
-    'node:worker_threads': { ...workerThreads, Worker: RecordedWorker },
-  });
+  const Pool = await leanRewritePool(t, { ...leanWorkerThreads, Worker: RecordedWorker });
   const { lines, log } = collectingLog();
   const pool = new Pool(1, { workerUrl: fixture('fails-at-load-worker'), log });
   t.teardown(() => pool.close());

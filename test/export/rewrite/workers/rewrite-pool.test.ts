@@ -8,7 +8,10 @@ import { RewriteWorkerError } from '../../../../src/errors.js';
 import t from 'tap';
 import { rewriteJsonText, rewrittenByPool } from '../../../helpers/plans.js';
 import { jsonHtmlMayNeedRewrite } from '../../../../src/export/rewrite/rewriter/html-rewriter.js';
-import { RewritePool } from '../../../../src/export/rewrite/workers/rewrite-pool.js';
+import { leanRewritePool } from '../../../helpers/lean-workers.js';
+
+const RewritePool = await leanRewritePool(t);
+type RewritePool = InstanceType<typeof RewritePool>;
 
 const PREFIX = '/media/';
 const json = (html: string) => Buffer.from(JSON.stringify(html));
