@@ -95,7 +95,7 @@ async function appWithLeanWorkers(t: MockingTest, workerUrl: URL | undefined): P
   const RewritePool = await leanRewritePool(t);
   class FixturePool extends RewritePool {
     constructor(size: number, options: RewritePoolOptions = {}) {
-      super(size, workerUrl ? { ...options, workerUrl } : options);
+      super(size, { ...options, workerUrl });
     }
   }
   // A mock reaches the module it is given to, not the modules below it: the exporter gets the

@@ -12,10 +12,12 @@ import { DOC, type DocumentRow } from '../../../src/export/encode/rows.js';
 import { planContentHtml, planContentHtmlSliced } from '../../../src/export/rewrite/plans/html-plan.js';
 import { LARGE_DOCUMENT_BYTES, rewriteRows, type RewriteStageOptions } from '../../../src/export/rewrite/rewrite-stage.js';
 import { rewriteHtml } from '../../../src/export/rewrite/rewriter/html-rewriter.js';
-import type { RewritePool } from '../../../src/export/rewrite/workers/rewrite-pool.js';
 import { leanRewritePool } from '../../helpers/lean-workers.js';
 import { arbitraryHtml as html } from '../../helpers/html-arbitrary.js';
 import { rewriteJsonText, stagedRow } from '../../helpers/plans.js';
+
+const RewritePool = await leanRewritePool(t);
+type RewritePool = InstanceType<typeof RewritePool>;
 
 const P = '/media/';
 const json = (s: string) => Buffer.from(JSON.stringify(s));
@@ -74,7 +76,7 @@ function sizeOf(rows: DocumentRow[], out: BatchRewrites): number {
 }
 
 t.test('one path whatever runs it: the same bytes inline and on a worker, as the encoder tests expect', async (t) => {
-  const pool = new (await leanRewritePool(t))(1);
+  const pool = new RewritePool(1);
   t.teardown(() => pool.close());
   const rows = [
     row(null),
@@ -101,7 +103,7 @@ t.test('a large document: alone on a worker when there are workers, in slices on
   const text = joined(inline.contentHtml[0]!)!.toString();
   t.match(text.slice(0, 40), /\/media\/a\.png/);
   t.match(text.slice(-40), /\/media\/z\.png/);
-  const pool = new (await leanRewritePool(t))(1);
+  const pool = new RewritePool(1);
   const pooled = await rewriteRows([big], options(pool));
   t.ok(joined(pooled.contentHtml[0]!)!.equals(joined(inline.contentHtml[0]!)!), 'the worker planned the same bytes');
   await pool.close();

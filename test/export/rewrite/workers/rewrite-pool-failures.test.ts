@@ -128,7 +128,7 @@ t.test('a hung batch times out from when its worker starts it; the others go to 
 
 t.test('a worker that fails at load is retried with a growing backoff, logged, and batches fail fast', async (t) => {
   // Real workers, their creation and exit times recorded; under the tests' TypeScript loader a
-  // worker takes a second or more to load, so the backoff is checked as the gap from one's exit
+  // worker takes about half a second to load, so the backoff is checked as the gap from one's exit
   // to the next one's creation (a loop without backoff would show none).
   const created: number[] = [];
   const exited: number[] = [];
