@@ -79,11 +79,12 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
   const connections = trackUnusedConnections(app.server);
   let metricsServer: Server | undefined;
   try {
-    await app.listen({ host: config.host, port: config.port });
+    // Metrics first: once the API logs that it listens, everything the server serves is up.
     if (config.metricsPort !== undefined) {
       metricsServer = await serveMetrics(app.metrics, config.host, config.metricsPort);
       app.log.info({ port: config.metricsPort }, 'metrics served on their own port');
     }
+    await app.listen({ host: config.host, port: config.port });
   } catch (err) {
     metricsServer?.close();
     await app.close();
