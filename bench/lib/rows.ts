@@ -74,15 +74,10 @@ export function rowFromValues(v: DocumentValues): DocumentRow {
     `,"createdAt":${j(v[FIELD.createdAt])},"updatedAt":${j(v[FIELD.updatedAt])},"contentStr":${nullable(v[FIELD.contentStr])},"contentHtml":`;
   const cover = v[FIELD.coverUrl];
   const html = v[FIELD.contentHtml];
-  const row: DocumentRow = [
-    Buffer.from(head),
-    cover === null ? null : Buffer.from(cover),
-    Buffer.from(withDefault(v[FIELD.coverPosition], 'center')),
-    Buffer.from(tail),
-    html === null || html === '' ? null : Buffer.from(j(html)),
-    Buffer.from(v[FIELD.id]),
-  ];
-  return row;
+  const contentHtml = html === null || html === '' ? null : Buffer.from(j(html));
+  if (cover === null || cover === '') return [Buffer.from(`${head}null${tail}`), null, null, null, contentHtml, Buffer.from(v[FIELD.id])];
+  const position = Buffer.from(withDefault(v[FIELD.coverPosition], 'center'));
+  return [Buffer.from(head), Buffer.from(cover), position, Buffer.from(tail), contentHtml, Buffer.from(v[FIELD.id])];
 }
 
 /**

@@ -52,8 +52,11 @@ export async function deltaSince(sql: Sql, bookId: string, since: string, opts: 
   });
 }
 
-/** The order key of a row: its head and tail hold the document's fields as JSON. */
-const orderKey = (r: RowText) => Buffer.from((JSON.parse(`${r[DOC.head]}null${r[DOC.tail]}null}`) as { orderKey: string }).orderKey);
+/** The order key of a row: its head and tail (or, without a cover, its head alone) hold the document's fields as JSON. */
+function orderKey(r: RowText): Buffer {
+  const fields = r[DOC.tail] === null ? r[DOC.head] : `${r[DOC.head]}null${r[DOC.tail]}`;
+  return Buffer.from((JSON.parse(`${fields}null}`) as { orderKey: string }).orderKey);
+}
 
 /**
  * `before` with the delta applied as a client applies it: removed ids deleted, changed documents

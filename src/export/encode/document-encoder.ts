@@ -58,15 +58,17 @@ export interface BatchRewrites {
 /** Appends a document up to its `"contentHtml":` key, in table 2.2's order (D2.5); the caller writes the rest. */
 export function encodeDocumentHead(row: DocumentRow, coverUrl: Buffer | null, out: JsonChunker): void {
   out.push(row[DOC.head]);
+  const tail = row[DOC.tail];
+  if (tail === null) return; // no cover: the head holds its null and the tail (rows.ts)
   if (coverUrl === null) out.push(NULL);
   else {
     out.push(COVER_URL);
     out.push(coverUrl);
     out.push(POSITION);
-    out.push(row[DOC.coverPosition]);
+    out.push(row[DOC.coverPosition]!);
     out.push(END);
   }
-  out.push(row[DOC.tail]);
+  out.push(tail);
 }
 
 export const DOCUMENT_END: Buffer = END;

@@ -14,13 +14,13 @@ export interface BookRow {
 
 /** Document row positions (snapshot/query.ts): PostgreSQL writes the JSON of all fields the rewrite stage leaves alone. */
 export const DOC = {
-  /** `{"id":…` through `,"cover":`: the fields before the cover. */
+  /** `{"id":…` through `,"cover":`; without a cover, through `,"contentHtml":` (the cover's null and the tail). */
   head: 0,
-  /** The stored cover URL, to be rewritten (D3.6); NULL or empty when there is none. */
+  /** The stored cover URL, to be rewritten (D3.6); NULL when there is none. */
   coverUrl: 1,
-  /** The cover position's JSON text, its default applied (D2.4). */
+  /** The cover position's JSON text, its default applied (D2.4); NULL without a cover. */
   coverPosition: 2,
-  /** `,"tags":…` through `,"contentHtml":`: the fields between the cover and contentHtml. */
+  /** `,"tags":…` through `,"contentHtml":`: the fields between the cover and contentHtml; NULL without a cover. */
   tail: 3,
   /** contentHtml's JSON text; NULL when it is NULL or empty (D2.1) or not asked for. */
   contentHtml: 4,
@@ -28,4 +28,4 @@ export const DOC = {
   id: 5,
 } as const;
 
-export type DocumentRow = [head: Buffer, coverUrl: Buffer | null, coverPosition: Buffer, tail: Buffer, contentHtml: Buffer | null, id: Buffer];
+export type DocumentRow = [head: Buffer, coverUrl: Buffer | null, coverPosition: Buffer | null, tail: Buffer | null, contentHtml: Buffer | null, id: Buffer];

@@ -17,7 +17,7 @@ import { JsonChunker } from '../../../src/export/encode/json-encoder.js';
 import { encodeClosing, encodeOpening } from '../../../src/export/encode/document-encoder.js';
 import { rewriteHtml } from '../../../src/export/rewrite/rewriter/html-rewriter.js';
 import { rewriteMediaUrl } from '../../../src/export/rewrite/rewriter/media-url.js';
-import { rowFromValues, type DocumentValues } from '../../../bench/lib/rows.js';
+import { FIELD, rowFromValues, type DocumentValues } from '../../../bench/lib/rows.js';
 
 const PREFIX = '/media/';
 
@@ -336,13 +336,24 @@ t.test('rowFromValues: the fields around the cover as JSON text with the D2 rule
   t.strictSame(r[DOC.coverUrl], Buffer.from('covers/"c".jpg'), 'coverUrl is not JSON');
   t.strictSame(r[DOC.coverPosition], Buffer.from('"center"'), 'the position defaults (D2.4)');
   t.equal(
-    r[DOC.tail].toString(),
+    r[DOC.tail]!.toString(),
     ',"tags":["x",""],"themeId":"default","backgroundThemeId":"transparent","bodyFontSize":"default"' +
       ',"createdAt":"2024-03-01T10:00:00.000Z","updatedAt":"2024-03-02T10:00:00.000Z","contentStr":"a\\nb","contentHtml":',
     'defaults (D2.2, D2.3)',
   );
   t.strictSame(r[DOC.contentHtml], Buffer.from('"<p>\ufffd</p>"'), 'a lone surrogate is stored as U+FFFD');
   t.strictSame(r[DOC.id], Buffer.from('d"1'), 'the id as stored');
+
+  for (const cover of [null, '']) {
+    const bare = rowFromValues(stored(v.map((x, i) => (i === FIELD.coverUrl ? cover : x)) as typeof v));
+    t.equal(
+      bare[DOC.head].toString(),
+      `${r[DOC.head]}null${r[DOC.tail]}`,
+      `cover_url ${JSON.stringify(cover)}: the head runs through the tail, the cover null (D2.1)`,
+    );
+    t.same([bare[DOC.coverUrl], bare[DOC.coverPosition], bare[DOC.tail]], [null, null, null], 'no cover, position or tail of its own');
+    t.strictSame([bare[DOC.contentHtml], bare[DOC.id]], [r[DOC.contentHtml], r[DOC.id]]);
+  }
 });
 
 t.test('encodeOpening/encodeDocument/encodeClosing: fixed adversarial document (D2)', async (t) => {
