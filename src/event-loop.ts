@@ -4,6 +4,9 @@ import { performance } from 'node:perf_hooks';
 /** Default slice, ms: well under D8.8's 50 ms, so a slice that overruns a little stays under it. */
 const SLICE_MS = 15;
 
+/** `EventLoopSlices.pause`, or a stand-in: a promise to await, or undefined to go on. */
+export type Pause = () => Promise<void> | undefined;
+
 export class EventLoopSlices {
   #since = performance.now();
 
@@ -13,9 +16,11 @@ export class EventLoopSlices {
     return performance.now() - this.#since >= this.sliceMs;
   }
 
-  async pause(): Promise<void> {
-    if (!this.due) return;
-    await new Promise<void>((resolve) => setImmediate(resolve));
-    this.#since = performance.now();
+  /** Yields once the slice has run its time; undefined before, so a loop over rows awaits nothing. */
+  pause(): Promise<void> | undefined {
+    if (!this.due) return undefined;
+    return new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+      this.#since = performance.now();
+    });
   }
 }

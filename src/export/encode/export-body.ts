@@ -3,6 +3,7 @@ import { type BookRow, type DocumentRow } from './rows.js';
 import { DOCUMENT_END, encodeClosing, encodeDocumentHead, encodeOpening, storedContentHtml, type BatchRewrites } from './document-encoder.js';
 import { JsonChunker } from './json-encoder.js';
 import { FRAMING, type BodyFormat, type Framing } from './body-format.js';
+import type { Pause } from '../../event-loop.js';
 
 export interface BodySink {
   /** Resolves when more may be written; rejects with ClientGoneError. */
@@ -19,7 +20,7 @@ interface ExportBodyOptions {
   /** Flush the sink after every batch: a compressor holds back what it was given (decisions.md D9.3). */
   flushEachBatch?: boolean;
   /** Yields to the event loop when a slice has run its time (decisions.md D8.8). */
-  pause: () => Promise<void>;
+  pause: Pause;
 }
 
 export class ExportBody {
@@ -77,7 +78,8 @@ export class ExportBody {
       if (this.#framing.afterDocument !== null) out.push(this.#framing.afterDocument);
       this.#count++;
       if (out.full) await this.#writeChunks();
-      await this.opts.pause();
+      const paused = this.opts.pause();
+      if (paused !== undefined) await paused;
     }
     if (this.opts.flushEachBatch) await this.flush();
   }

@@ -8,6 +8,7 @@ import { contentDigest, jsonPrefixBytes, planKey, planPieces, splicedLength } fr
 import { jsonHtmlMayNeedRewrite } from './rewriter/html-rewriter.js';
 import { rewriteMediaUrl } from './rewriter/media-url.js';
 import type { RewritePool } from './workers/rewrite-pool.js';
+import type { Pause } from '../../event-loop.js';
 
 /** A document at least this large (contentHtml's JSON bytes) is planned alone: on a worker, or in slices. */
 export const LARGE_DOCUMENT_BYTES = 1024 * 1024;
@@ -25,7 +26,7 @@ export interface RewriteStageOptions {
   offloadBytes: number;
   /** Stored plans (REWRITE_PLANS) and how to read a batch's; null: every flagged row is tokenized. */
   plans: (PlanUse & { read: (ids: string[]) => Promise<ReadonlyMap<string, StoredPlan>> }) | null;
-  pause: () => Promise<void>;
+  pause: Pause;
 }
 
 interface Pending {
@@ -121,5 +122,5 @@ export async function rewriteRows(rows: readonly DocumentRow[], opts: RewriteSta
 }
 
 function documentId(row: DocumentRow): string {
-  return row[DOC.id].toString('utf8');
+  return row[DOC.id]!.toString('utf8');
 }

@@ -117,7 +117,7 @@ export class DocumentCursor {
         // Drop what was used, so the buffer never holds more than a chunk and a batch.
         this.#sizes = this.#sizes.slice(this.#head);
         this.#head = 0;
-        for (const row of rows) this.#sizes.push(Number(row[0].toString('latin1')));
+        for (const row of rows) this.#sizes.push(decimal(row[0]));
         if (rows.length < chunk) this.#sizesDone = true;
         this.#sizesPending = null;
       },
@@ -128,4 +128,11 @@ export class DocumentCursor {
     );
     this.#sizesPending.catch(() => {});
   }
+}
+
+/** A non-negative int8 as PostgreSQL's text format writes it, read without a string per row. */
+function decimal(text: Buffer): number {
+  let n = 0;
+  for (let i = 0; i < text.length; i++) n = n * 10 + text[i]! - 0x30;
+  return n;
 }

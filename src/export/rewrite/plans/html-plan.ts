@@ -1,6 +1,7 @@
 /** A flagged contentHtml's rewrite plan, with parse5 fed in pieces and no object kept per edit (decisions.md D8.8). */
 import { HtmlMediaRewriter, type Edit } from '../rewriter/html-rewriter.js';
 import { jsonPrefixBytes, PlanBuilder } from './rewrite-plan.js';
+import type { Pause } from '../../../event-loop.js';
 
 /**
  * JSON text decoded at a time on the event loop, so each step stays short (D8.8). parse5 keeps all of an
@@ -55,7 +56,7 @@ export function planContentHtml(j: Buffer, prefix: string, pieceBytes = PIECE_BY
 }
 
 /** planContentHtml in slices of about `pieceBytes`, calling `pause` between them (decisions.md D8.8). */
-export async function planContentHtmlSliced(j: Buffer, prefix: string, pause: () => Promise<void>, pieceBytes = PIECE_BYTES): Promise<Buffer> {
+export async function planContentHtmlSliced(j: Buffer, prefix: string, pause: Pause, pieceBytes = PIECE_BYTES): Promise<Buffer> {
   const { rewriter, builder } = planningRewriter(j, prefix);
   for (const [piece, last] of decodedPieces(j, pieceBytes)) {
     rewriter.write(piece, last);

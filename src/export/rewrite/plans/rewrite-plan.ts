@@ -1,6 +1,7 @@
 /** Rewrite plans: parse5's edits of a contentHtml JSON text, replayed without parsing (docs/architecture.md). */
 import { createHash } from 'node:crypto';
 import { PlanFormatError } from '../../../errors.js';
+import type { Pause } from '../../../event-loop.js';
 
 /** The rewriter's rules version: raise it when its output may change (a D3 rule, parse5, the splice). */
 export const PLAN_RULES_VERSION = 1;
@@ -192,7 +193,7 @@ export function* planPieces(json: Buffer, plan: Buffer, prefixJson: Buffer): Gen
 }
 
 /** The spliced length, or -1 when the plan does not fit `json`; pauses between slices (decisions.md D8.8). */
-export async function splicedLength(json: Buffer, plan: Buffer, prefixBytes: number, pause: () => Promise<void>): Promise<number> {
+export async function splicedLength(json: Buffer, plan: Buffer, prefixBytes: number, pause: Pause): Promise<number> {
   const r = new PlanReader(plan);
   let at = 0;
   let length = json.length;
