@@ -66,14 +66,15 @@ export async function rewriteRows(rows: readonly DocumentRow[], opts: RewriteSta
     return plan.length === 0 ? text : { [Symbol.iterator]: () => planPieces(text, plan, pj) };
   };
 
-  const stored = plans ? await plans.read(flagged.map((i) => documentId(rows[i]!))) : null;
+  const ids = plans ? flagged.map((i) => documentId(rows[i]!)) : [];
+  const stored = plans ? await plans.read(ids) : null;
   const pending: Pending[] = [];
-  for (const i of flagged) {
+  for (const [k, i] of flagged.entries()) {
     const text = rows[i]![DOC.contentHtml]!;
     let digest: Buffer | null = null;
     if (plans) {
       digest = contentDigest(text, prefix);
-      const plan = stored!.get(documentId(rows[i]!));
+      const plan = stored!.get(ids[k]!);
       // A plan whose key matches but that does not fit its text was computed wrongly: tokenize, and replace it.
       const reused = plan !== undefined && planKey(digest, plan.plan).equals(plan.key) ? await spliced(text, plan.plan) : null;
       if (reused !== null) {

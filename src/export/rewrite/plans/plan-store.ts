@@ -29,12 +29,26 @@ function textArrayLiteral(ids: readonly string[]): string {
   return `{${ids.map((id) => `"${id.replace(/[\\"]/g, '\\$&')}"`).join(',')}}`;
 }
 
+const HEX = new Int8Array(256).fill(-1);
+for (let d = 0; d < 16; d++) {
+  HEX['0123456789abcdef'.charCodeAt(d)] = d;
+  HEX['0123456789ABCDEF'.charCodeAt(d)] = d;
+}
+
+/** bytea's text format, `\x` and two hex digits a byte, read without a string per row; null when malformed. */
 function readStoredPlan(column: Buffer | null): StoredPlan | null {
-  if (column === null || column.length < 2 + 2 * PLAN_KEY_BYTES || column[0] !== 0x5c || column[1] !== 0x78) return null;
-  const bytes = Buffer.from(column.toString('latin1', 2), 'hex');
-  if (bytes.length !== (column.length - 2) / 2) return null;
+  if (column === null || column.length < 2 + 2 * PLAN_KEY_BYTES || column.length % 2 !== 0) return null;
+  if (column[0] !== 0x5c || column[1] !== 0x78) return null;
+  const bytes = Buffer.allocUnsafe((column.length - 2) / 2);
+  for (let i = 0, at = 2; i < bytes.length; i++, at += 2) {
+    const hi = HEX[column[at]!]!;
+    const lo = HEX[column[at + 1]!]!;
+    if (hi < 0 || lo < 0) return null;
+    bytes[i] = (hi << 4) | lo;
+  }
   return { key: bytes.subarray(0, PLAN_KEY_BYTES), plan: bytes.subarray(PLAN_KEY_BYTES) };
 }
+
 
 interface PlanWriterLog {
   warn(obj: object, msg: string): void;

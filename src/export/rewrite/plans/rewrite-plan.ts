@@ -1,5 +1,5 @@
 /** Rewrite plans: parse5's edits of a contentHtml JSON text, replayed without parsing (docs/architecture.md). */
-import { createHash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import { PlanFormatError } from '../../../errors.js';
 import type { Pause } from '../../../event-loop.js';
 
@@ -14,14 +14,32 @@ const PIECE_PREFIX = 0;
 const PIECE_COPY = 1;
 const PIECE_LITERAL = 2;
 
+const SCRATCH = Buffer.allocUnsafeSlow(64 * 1024);
+
+/** SHA-256 of `head` then `body`; a Hash object per call cost more than the hashing of a small document. */
+function sha256(head: Buffer, body: Buffer): Buffer {
+  const n = head.length + body.length;
+  if (n > SCRATCH.length) return createHash('sha256').update(head).update(body).digest();
+  head.copy(SCRATCH, 0);
+  body.copy(SCRATCH, head.length);
+  return hash('sha256', SCRATCH.subarray(0, n), 'buffer');
+}
+
+let digestPrefix = '';
+let digestHead = Buffer.alloc(0);
+
 /** SHA-256 of the rules version, the prefix and contentHtml's JSON text: what a plan is computed from. */
 export function contentDigest(json: Buffer, prefix: string): Buffer {
-  return createHash('sha256').update(`kb-export rewrite plan ${PLAN_RULES_VERSION}\0${prefix}\0`).update(json).digest();
+  if (prefix !== digestPrefix || digestHead.length === 0) {
+    digestPrefix = prefix;
+    digestHead = Buffer.from(`kb-export rewrite plan ${PLAN_RULES_VERSION}\0${prefix}\0`);
+  }
+  return sha256(digestHead, json);
 }
 
 /** SHA-256 of a contentDigest and the plan: a plan moved to another row, or damaged, no longer matches. */
 export function planKey(digest: Buffer, plan: Buffer): Buffer {
-  return createHash('sha256').update(digest).update(plan).digest();
+  return sha256(digest, plan);
 }
 
 let lastPrefix = '';

@@ -3,13 +3,14 @@
  * instead of waiting; a plan of a document deleted meanwhile is skipped; and when the plans'
  * connection to PostgreSQL freezes (a real TCP proxy in between), exports go on with the same
  * bytes, the lost plans are counted and logged within DB_TIMEOUT_MS, and plans are written again
- * once it is back.
+ * once it is back. Stored plans read back byte for byte from bytea's hex text, and never from another
+ * output format.
  */
 import { Writable } from 'node:stream';
 import t from 'tap';
 import { request } from 'undici';
 import { connect } from '../../../../src/db/connect.js';
-import { PlanWriter } from '../../../../src/export/rewrite/plans/plan-store.js';
+import { PlanWriter, readStoredPlans } from '../../../../src/export/rewrite/plans/plan-store.js';
 import { startServer, type TestServer } from '../../../helpers/app.js';
 import { createTestDatabase } from '../../../helpers/db.js';
 import { seedGeneratedBooks } from '../../../helpers/generated-kb.js';
@@ -25,6 +26,22 @@ async function storedPlans(): Promise<number> {
   const [row] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM rewrite_plans`;
   return row!.n;
 }
+
+t.test('readStoredPlans: every byte value read back from hex; escape output, none', async (t) => {
+  await db.sql`TRUNCATE rewrite_plans`;
+  const plan = Buffer.from(Array.from({ length: 512 }, (_, i) => i % 256));
+  await db.sql`INSERT INTO rewrite_plans (document_id, plan_key, plan) VALUES (${ids[0]!}, ${key(0xab)}, ${plan})`;
+  const read = (output: 'hex' | 'escape') =>
+    db.sql.begin(async (tx) => {
+      await tx.unsafe(`SET LOCAL bytea_output = ${output}`);
+      return readStoredPlans((text, params) => tx.unsafe(text, params).raw() as unknown as Promise<(Buffer | null)[][]>, [ids[0]!, ids[1]!]);
+    });
+  const found = await read('hex');
+  t.same([...found.keys()], [ids[0]], 'the one stored plan');
+  t.ok(found.get(ids[0]!)!.key.equals(key(0xab)), 'its key');
+  t.ok(found.get(ids[0]!)!.plan.equals(plan), 'its plan, all 256 byte values');
+  t.equal((await read('escape')).size, 0, 'a column not in hex is no plan');
+});
 
 t.test('a full queue drops instead of waiting; a deleted document\'s plan is skipped', async (t) => {
   await db.sql`TRUNCATE rewrite_plans`;

@@ -61,6 +61,20 @@ t.test('keys: the text, the prefix and the plan each change them', async (t) => 
   t.same(planKey(contentDigest(Buffer.from(j), '/media/'), plan), planKey(d, plan), 'the same text and plan: the same key');
 });
 
+t.test('keys are the SHA-256 stored plans were written with, for small texts and texts over 64 KB', async (t) => {
+  const sha = (...parts: (string | Buffer)[]) => parts.reduce((h, p) => h.update(p), createHash('sha256')).digest();
+  for (const j of [json('<img src="a.png">'), json(`<img src="a.png">${'x'.repeat(70_000)}`), json('')]) {
+    for (const prefix of ['/media/', '/cdn/m/']) {
+      const d = contentDigest(j, prefix);
+      t.ok(d.equals(sha(`kb-export rewrite plan ${PLAN_RULES_VERSION}\0${prefix}\0`, j)), `${j.length} bytes, ${prefix}: the content digest`);
+      const plan = planContentHtml(j, prefix);
+      t.ok(planKey(d, plan).equals(sha(d, plan)), `${j.length} bytes, ${prefix}: the plan key`);
+    }
+  }
+  const big = Buffer.alloc(70_000, 1);
+  t.ok(planKey(Buffer.alloc(32), big).equals(sha(Buffer.alloc(32), big)), 'a plan over 64 KB');
+});
+
 t.test('PLAN_RULES_VERSION changes when the rewriter\'s output does', async (t) => {
   // Stored plans are trusted while the version is the same: a rewriter whose output changed under
   // an unchanged version would have old plans applied. If this fails after a deliberate change to
