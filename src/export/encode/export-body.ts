@@ -118,7 +118,8 @@ export class ExportBody {
       if (f.removedAfter !== null) out.push(f.removedAfter);
       this.#removed++;
       if (out.full) await this.#writeChunks();
-      await this.opts.pause();
+      const paused = this.opts.pause();
+      if (paused !== undefined) await paused;
     }
   }
 

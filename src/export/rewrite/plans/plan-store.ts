@@ -49,7 +49,6 @@ function readStoredPlan(column: Buffer | null): StoredPlan | null {
   return { key: bytes.subarray(0, PLAN_KEY_BYTES), plan: bytes.subarray(PLAN_KEY_BYTES) };
 }
 
-
 interface PlanWriterLog {
   warn(obj: object, msg: string): void;
 }

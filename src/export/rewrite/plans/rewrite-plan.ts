@@ -25,16 +25,20 @@ function sha256(head: Buffer, body: Buffer): Buffer {
   return hash('sha256', SCRATCH.subarray(0, n), 'buffer');
 }
 
-let digestPrefix = '';
-let digestHead = Buffer.alloc(0);
+/** What the last prefix seen gives (a server has one): its bytes inside a JSON string, and the digest's head. */
+let derived: { prefix: string; json: Buffer; digestHead: Buffer } | null = null;
+
+function ofPrefix(prefix: string): { json: Buffer; digestHead: Buffer } {
+  if (derived?.prefix !== prefix) {
+    const json = Buffer.from(JSON.stringify(prefix).slice(1, -1));
+    derived = { prefix, json, digestHead: Buffer.from(`kb-export rewrite plan ${PLAN_RULES_VERSION}\0${prefix}\0`) };
+  }
+  return derived;
+}
 
 /** SHA-256 of the rules version, the prefix and contentHtml's JSON text: what a plan is computed from. */
 export function contentDigest(json: Buffer, prefix: string): Buffer {
-  if (prefix !== digestPrefix || digestHead.length === 0) {
-    digestPrefix = prefix;
-    digestHead = Buffer.from(`kb-export rewrite plan ${PLAN_RULES_VERSION}\0${prefix}\0`);
-  }
-  return sha256(digestHead, json);
+  return sha256(ofPrefix(prefix).digestHead, json);
 }
 
 /** SHA-256 of a contentDigest and the plan: a plan moved to another row, or damaged, no longer matches. */
@@ -42,16 +46,9 @@ export function planKey(digest: Buffer, plan: Buffer): Buffer {
   return sha256(digest, plan);
 }
 
-let lastPrefix = '';
-let lastPrefixJson: Buffer = Buffer.alloc(0);
-
-/** `prefix` as it stands inside a JSON string, cached for the last prefix (a server has one). */
+/** `prefix` as it stands inside a JSON string. */
 export function jsonPrefixBytes(prefix: string): Buffer {
-  if (prefix !== lastPrefix || lastPrefixJson.length === 0) {
-    lastPrefix = prefix;
-    lastPrefixJson = Buffer.from(JSON.stringify(prefix).slice(1, -1));
-  }
-  return lastPrefixJson;
+  return ofPrefix(prefix).json;
 }
 
 function startsAt(text: Buffer, needle: Buffer, at: number): boolean {
