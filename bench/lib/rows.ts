@@ -75,9 +75,10 @@ export function rowFromValues(v: DocumentValues): DocumentRow {
   const cover = v[FIELD.coverUrl];
   const html = v[FIELD.contentHtml];
   const contentHtml = html === null || html === '' ? null : Buffer.from(j(html));
-  if (cover === null || cover === '') return [Buffer.from(`${head}null${tail}`), null, null, null, contentHtml, Buffer.from(v[FIELD.id])];
+  const id = contentHtml === null ? null : Buffer.from(v[FIELD.id]);
+  if (cover === null || cover === '') return [Buffer.from(`${head}null${tail}`), null, null, null, contentHtml, id];
   const position = Buffer.from(withDefault(v[FIELD.coverPosition], 'center'));
-  return [Buffer.from(head), Buffer.from(cover), position, Buffer.from(tail), contentHtml, Buffer.from(v[FIELD.id])];
+  return [Buffer.from(head), Buffer.from(cover), position, Buffer.from(tail), contentHtml, id];
 }
 
 /**

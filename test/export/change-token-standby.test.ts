@@ -9,7 +9,8 @@ import postgres from 'postgres';
 import { migrate } from '../../src/db/migrate.js';
 import { ChangeTokens, loadChangeTokenSecret } from '../../src/export/change-token.js';
 import { changedDocumentQuery, readChangeState, type ChangeState } from '../../src/export/snapshot/changes-query.js';
-import { DOC, type DocumentRow } from '../../src/export/encode/rows.js';
+import { type DocumentRow } from '../../src/export/encode/rows.js';
+import { documentIdOf } from '../helpers/changes.js';
 import { doc, seed, simpleSeed } from '../helpers/app.js';
 import { startReplicaPair, type PgNode } from '../helpers/replica.js';
 
@@ -30,7 +31,7 @@ async function readOn(node: PgNode, since?: string): Promise<{ state: ChangeStat
       const state = await readChangeState((text, params) => tx.unsafe(text, params) as never, BOOK);
       if (since === undefined) return { state, changed: [] };
       const rows = (await tx.unsafe(changedDocumentQuery(OPTS), [BOOK, since]).raw()) as unknown as DocumentRow[];
-      return { state, changed: rows.map((r) => r[DOC.id].toString()) };
+      return { state, changed: rows.map(documentIdOf) };
     }),
   );
 }

@@ -26,7 +26,14 @@ export interface DeltaRead {
   rows: Map<string, RowText>;
 }
 
-const idOf = (r: DocumentRow) => r[DOC.id].toString();
+/** A row's document id, read from its head's `{"id":…`: the id column is NULL without contentHtml (rows.ts). */
+export function documentIdOf(row: DocumentRow): string {
+  const m = /^\{"id":("(?:[^"\\]|\\.)*")/.exec(row[DOC.head].toString());
+  if (m === null) throw new Error('a document row whose head does not start with its id');
+  return JSON.parse(m[1]!) as string;
+}
+
+const idOf = documentIdOf;
 const text = (r: DocumentRow): RowText => r.map((c) => (c === null ? null : c.toString()));
 const REPEATABLE_READ = 'ISOLATION LEVEL REPEATABLE READ READ ONLY';
 

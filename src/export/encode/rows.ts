@@ -24,8 +24,8 @@ export const DOC = {
   tail: 3,
   /** contentHtml's JSON text; NULL when it is NULL or empty (D2.1) or not asked for. */
   contentHtml: 4,
-  /** The document's id as stored, for its rewrite plan. */
+  /** The document's id as stored, for its rewrite plan; NULL when contentHtml is not exported or is NULL or empty. */
   id: 5,
 } as const;
 
-export type DocumentRow = [head: Buffer, coverUrl: Buffer | null, coverPosition: Buffer | null, tail: Buffer | null, contentHtml: Buffer | null, id: Buffer];
+export type DocumentRow = [head: Buffer, coverUrl: Buffer | null, coverPosition: Buffer | null, tail: Buffer | null, contentHtml: Buffer | null, id: Buffer | null];

@@ -46,7 +46,8 @@ const json = (col: string, nullable = false) => (nullable ? `coalesce(to_json(nu
 const withDefault = (col: string, def: string) => `to_json(coalesce(nullif(${col}, ''), '${def}'))::text`;
 
 /**
- * Six values per row, three of them NULL for a document without a cover (encode/rows.ts). A column
+ * Six values per row, three of them NULL for a document without a cover, the id NULL without
+ * contentHtml to plan (encode/rows.ts): each non-NULL value is an object per row in Node. A column
  * added here must join those sql/0003 and sql/0006 compare, or its changes would reach neither the
  * export version nor a delta.
  */
@@ -78,7 +79,7 @@ export function documentQuery(opts: DocumentQueryOptions, filter = ''): string {
   return `
   SELECT ${coverless(`${h} || 'null' || ${t}`, h)}, ${coverless('NULL', 'cover_url')},
          ${coverless('NULL', withDefault('cover_position', 'center'))}, ${coverless('NULL', t)},
-         ${opts.includeContentHtml ? "to_json(nullif(content_html, ''))" : 'NULL::json'}, id
+         ${opts.includeContentHtml ? "to_json(nullif(content_html, '')), CASE WHEN content_html <> '' THEN id END" : 'NULL::json, NULL::text'}
   ${documentsOf(opts, filter)}
   ${ORDER}`;
 }

@@ -289,7 +289,8 @@ t.test('rowFromValues gives the bytes PostgreSQL returns for the cursor query', 
             throw new Error(`column ${k} of ${label(values[i]![FIELD.id])}: expected ${a === null ? 'null' : label(a.toString())}, got ${b === null ? 'null' : label(b.toString())}`);
           }
         }
-        if (gotNoHtml[i]![DOC.contentHtml] !== null) return false;
+        // Without contentHtml there is nothing to plan: no id either, one object fewer per row.
+        if (gotNoHtml[i]![DOC.contentHtml] !== null || gotNoHtml[i]![DOC.id] !== null) return false;
         // And the documents the encoder writes from either row are the same bytes.
         const ours = new JsonChunker();
         const theirs = new JsonChunker();

@@ -354,6 +354,10 @@ t.test('rowFromValues: the fields around the cover as JSON text with the D2 rule
     t.same([bare[DOC.coverUrl], bare[DOC.coverPosition], bare[DOC.tail]], [null, null, null], 'no cover, position or tail of its own');
     t.strictSame([bare[DOC.contentHtml], bare[DOC.id]], [r[DOC.contentHtml], r[DOC.id]]);
   }
+  for (const html of [null, '']) {
+    const empty = rowFromValues(stored(v.map((x, i) => (i === FIELD.contentHtml ? html : x)) as typeof v));
+    t.same([empty[DOC.contentHtml], empty[DOC.id]], [null, null], `contentHtml ${JSON.stringify(html)}: no id, nothing to plan`);
+  }
 });
 
 t.test('encodeOpening/encodeDocument/encodeClosing: fixed adversarial document (D2)', async (t) => {

@@ -12,10 +12,10 @@ import t from 'tap';
 import type { Sql } from '../../../src/db/connect.js';
 import type { ReservedSql } from 'postgres';
 import { changedDocumentQuery, removedQuery } from '../../../src/export/snapshot/changes-query.js';
-import { DOC, type DocumentRow } from '../../../src/export/encode/rows.js';
+import { type DocumentRow } from '../../../src/export/encode/rows.js';
 import { documentQuery } from '../../../src/export/snapshot/query.js';
 import { createTestDatabase } from '../../helpers/db.js';
-import { applyDelta, type DeltaRead } from '../../helpers/changes.js';
+import { applyDelta, documentIdOf, type DeltaRead } from '../../helpers/changes.js';
 
 const DOCS = 6;
 const OPS = [
@@ -54,7 +54,7 @@ interface Export {
 }
 
 const OPTIONS = [false, true].map((excludeCategories) => ({ excludeCategories, includeContentHtml: true }));
-const idOf = (r: DocumentRow) => r[DOC.id].toString();
+const idOf = documentIdOf;
 const text = (r: DocumentRow): RowText => r.map((c) => (c === null ? null : c.toString()));
 
 /** The statements of one write on `exec`; `a` and `b` are the run's books, `id` the document. */

@@ -7,11 +7,11 @@
 import t, { type Test } from 'tap';
 import type { Sql } from '../../../src/db/connect.js';
 import { changedDocumentQuery, changedDocumentSizeQuery, readChangeState, removedQuery } from '../../../src/export/snapshot/changes-query.js';
-import { DOC, type DocumentRow } from '../../../src/export/encode/rows.js';
+import { type DocumentRow } from '../../../src/export/encode/rows.js';
 import { documentQuery } from '../../../src/export/snapshot/query.js';
 import { doc, seed, simpleSeed } from '../../helpers/app.js';
 import { createTestDatabase } from '../../helpers/db.js';
-import { applyDelta, deltaSince, exportAt } from '../../helpers/changes.js';
+import { applyDelta, deltaSince, documentIdOf, exportAt } from '../../helpers/changes.js';
 
 const BOOK = 'b-u1';
 
@@ -125,7 +125,7 @@ t.test('the delta size cursor gives one size per document row, in the same order
     (await tx.unsafe(changedDocumentQuery(opts), [BOOK, before.snapshot]).raw()) as unknown as DocumentRow[],
   ]);
   t.equal(sizes.length, 2);
-  t.same(rows.map((r) => r[DOC.id].toString()), ['d2', 'd3']);
+  t.same(rows.map(documentIdOf), ['d2', 'd3']);
   t.ok(Number(sizes[0]![0]) > 5000 && Number(sizes[1]![0]) < 100, 'd2 is the large one');
 });
 

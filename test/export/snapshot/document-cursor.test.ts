@@ -4,7 +4,8 @@
  * order, and a statement that does not answer in time fails the snapshot without leaking its
  * connection.
  */
-import { DOC, type DocumentRow } from '../../../src/export/encode/rows.js';
+import { type DocumentRow } from '../../../src/export/encode/rows.js';
+import { documentIdOf } from '../../helpers/changes.js';
 import { DependencyError } from '../../../src/errors.js';
 import t from 'tap';
 import { connect } from '../../../src/db/connect.js';
@@ -55,7 +56,7 @@ t.test('a size-skewed knowledge base: every batch fits the budget or is one row 
   const large = batches.filter((b) => b.some((r) => rowBytes(r) > MB));
   t.equal(large.length, 12, 'each 1 MB document came in a batch of its own');
   t.ok(large.every((b) => b.length === 1));
-  const ids = batches.flat().map((r) => r[DOC.id].toString());
+  const ids = batches.flat().map(documentIdOf);
   t.same(ids, docs.map((d) => d.id), 'every row once, in order key order (D1)');
 });
 
