@@ -59,11 +59,16 @@ export async function rewriteRows(rows: readonly DocumentRow[], opts: RewriteSta
   });
   if (flagged.length === 0) return { coverUrls, contentHtml, bytes };
   // Set once each flagged row's splice is known: its length replaces the stored text's.
-  const spliced = async (text: Buffer, plan: Buffer): Promise<ContentHtmlJson | null> => {
-    const length = plan.length === 0 ? text.length : await splicedLength(text, plan, pj.length, opts.pause);
+  const splice = (text: Buffer, plan: Buffer, length: number): ContentHtmlJson | null => {
     if (length < 0) return null;
     bytes += length - text.length;
-    return plan.length === 0 ? text : { [Symbol.iterator]: () => planPieces(text, plan, pj) };
+    return { [Symbol.iterator]: () => planPieces(text, plan, pj) };
+  };
+  // A promise only when the plan's edits outlast the event-loop slice.
+  const spliced = (text: Buffer, plan: Buffer): ContentHtmlJson | null | Promise<ContentHtmlJson | null> => {
+    if (plan.length === 0) return text;
+    const length = splicedLength(text, plan, pj.length, opts.pause);
+    return typeof length === 'number' ? splice(text, plan, length) : length.then((n) => splice(text, plan, n));
   };
 
   const ids = plans ? flagged.map((i) => documentId(rows[i]!)) : [];
@@ -76,7 +81,8 @@ export async function rewriteRows(rows: readonly DocumentRow[], opts: RewriteSta
       digest = contentDigest(text, prefix);
       const plan = stored!.get(ids[k]!);
       // A plan whose key matches but that does not fit its text was computed wrongly: tokenize, and replace it.
-      const reused = plan !== undefined && planKey(digest, plan.plan).equals(plan.key) ? await spliced(text, plan.plan) : null;
+      let reused = plan !== undefined && planKey(digest, plan.plan).equals(plan.key) ? spliced(text, plan.plan) : null;
+      if (reused instanceof Promise) reused = await reused;
       if (reused !== null) {
         contentHtml[i] = reused;
         plans.counts.reused++;

@@ -207,35 +207,44 @@ export function* planPieces(json: Buffer, plan: Buffer, prefixJson: Buffer): Gen
   if (at < json.length) yield json.subarray(at);
 }
 
-/** The spliced length, or -1 when the plan does not fit `json`; pauses between slices (decisions.md D8.8). */
-export async function splicedLength(json: Buffer, plan: Buffer, prefixBytes: number, pause: Pause): Promise<number> {
+/**
+ * The spliced length, or -1 when the plan does not fit `json`. A number unless the event-loop slice
+ * ran out on the way (decisions.md D8.8): most plans are a few edits, and a promise per document cost more.
+ */
+export function splicedLength(json: Buffer, plan: Buffer, prefixBytes: number, pause: Pause): number | Promise<number> {
   const r = new PlanReader(plan);
   let at = 0;
   let length = json.length;
-  let edits = 0;
-  try {
-    while (!r.done) {
-      if (++edits % 4096 === 0) await pause();
-      const start = at + r.varint();
-      const end = start + r.varint();
-      if (end > json.length) return -1;
-      length -= end - start;
-      for (let n = r.varint(); n > 0; n--) {
-        const head = r.varint();
-        const kind = head % 4;
-        const pieceLength = Math.floor(head / 4);
-        if (kind === PIECE_PREFIX) length += prefixBytes;
-        else if (kind === PIECE_COPY) {
-          if (start + r.varint() + pieceLength > end) return -1;
-          length += pieceLength;
-        } else if (kind === PIECE_LITERAL) length += r.bytes(pieceLength).length;
-        else return -1;
+  const run = (): number | Promise<number> => {
+    let edits = 0;
+    try {
+      while (!r.done) {
+        if (++edits % 4096 === 0) {
+          const paused = pause();
+          if (paused !== undefined) return paused.then(run);
+        }
+        const start = at + r.varint();
+        const end = start + r.varint();
+        if (end > json.length) return -1;
+        length -= end - start;
+        for (let n = r.varint(); n > 0; n--) {
+          const head = r.varint();
+          const kind = head % 4;
+          const pieceLength = Math.floor(head / 4);
+          if (kind === PIECE_PREFIX) length += prefixBytes;
+          else if (kind === PIECE_COPY) {
+            if (start + r.varint() + pieceLength > end) return -1;
+            length += pieceLength;
+          } else if (kind === PIECE_LITERAL) length += r.bytes(pieceLength).length;
+          else return -1;
+        }
+        at = end;
       }
-      at = end;
+      return length;
+    } catch (err) {
+      if (err instanceof PlanFormatError) return -1;
+      throw err;
     }
-    return length;
-  } catch (err) {
-    if (err instanceof PlanFormatError) return -1;
-    throw err;
-  }
+  };
+  return run();
 }

@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import t from 'tap';
 import { planContentHtml } from '../../../../src/export/rewrite/plans/html-plan.js';
 import { rewriteHtml } from '../../../../src/export/rewrite/rewriter/html-rewriter.js';
-import { contentDigest, EMPTY_PLAN, jsonPrefixBytes, planFromEdits, planKey, PLAN_RULES_VERSION } from '../../../../src/export/rewrite/plans/rewrite-plan.js';
+import { contentDigest, EMPTY_PLAN, jsonPrefixBytes, planFromEdits, planKey, PLAN_RULES_VERSION, splicedLength } from '../../../../src/export/rewrite/plans/rewrite-plan.js';
 import { arbitraryHtml } from '../../../helpers/html-arbitrary.js';
 import { applyPlan } from '../../../helpers/plans.js';
 
@@ -48,6 +48,29 @@ t.test('a damaged plan is refused', async (t) => {
   t.throws(() => applyPlan(json('<img>'), plan, pj), PlanFormatError, 'edits past the end of a shorter text');
   t.throws(() => applyPlan(j, Buffer.from([0, 1, 1, 3]), pj), PlanFormatError, 'an unknown piece kind');
   t.throws(() => applyPlan(j, Buffer.from([0, 1, 1, 5, 9]), pj), PlanFormatError, 'a copy from outside its edit');
+});
+
+t.test('splicedLength: a number for a few edits, a promise only when the slice runs out (D8.8)', async (t) => {
+  const pj = jsonPrefixBytes('/media/').length;
+  const few = json('<img src="a.png"><img src="b.png">');
+  let pauses = 0;
+  const due = () => {
+    pauses++;
+    return Promise.resolve();
+  };
+  const n = splicedLength(few, planContentHtml(few, '/media/'), pj, due);
+  t.equal(n, applyPlan(few, planContentHtml(few, '/media/'), '/media/').length, 'the spliced length, at once');
+  t.equal(pauses, 0, 'two edits never ask for a pause');
+  t.equal(splicedLength(json('<img>'), planContentHtml(few, '/media/'), pj, due), -1, 'a plan that does not fit: -1');
+
+  const many = json('<img src="a">'.repeat(10_000));
+  const plan = planContentHtml(many, '/media/');
+  const want = applyPlan(many, plan, '/media/').length;
+  t.equal(splicedLength(many, plan, pj, () => undefined), want, 'slice not due: still a number');
+  const paused = splicedLength(many, plan, pj, due);
+  t.ok(paused instanceof Promise, 'slice due: a promise');
+  t.equal(await paused, want, 'resolving to the same length');
+  t.equal(pauses, 2, 'a pause per 4,096 edits');
 });
 
 t.test('keys: the text, the prefix and the plan each change them', async (t) => {
