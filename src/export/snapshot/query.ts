@@ -67,9 +67,10 @@ export function documentQuery(opts: DocumentQueryOptions, filter = ''): string {
     `',"tags":' || CASE WHEN tags IS NULL OR cardinality(tags) = 0 THEN 'null' ELSE to_json(tags)::text END`,
     `',"themeId":' || ${withDefault('theme_id', 'default')}`,
     `',"backgroundThemeId":' || ${withDefault('background_theme_id', 'transparent')}`,
-    `',"bodyFontSize":' || ${withDefault('body_font_size', 'default')}`,
-    `',"createdAt":' || ${json(iso('created_at'))}`,
-    `',"updatedAt":' || ${json(iso('updated_at'))}`,
+    // Quoted without to_json, a third of a µs per call: nothing in them needs escaping (sql/0001's CHECK, to_char's digits).
+    `',"bodyFontSize":"' || coalesce(body_font_size, 'default') || '"'`,
+    `',"createdAt":"' || ${iso('created_at')} || '"'`,
+    `',"updatedAt":"' || ${iso('updated_at')} || '"'`,
     `',"contentStr":' || ${json('content_str', true)}`,
     `',"contentHtml":'`,
   ];
