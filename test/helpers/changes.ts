@@ -33,7 +33,6 @@ export function documentIdOf(row: DocumentRow): string {
   return JSON.parse(m[1]!) as string;
 }
 
-const idOf = documentIdOf;
 const text = (r: DocumentRow): RowText => r.map((c) => (c === null ? null : c.toString()));
 const REPEATABLE_READ = 'ISOLATION LEVEL REPEATABLE READ READ ONLY';
 
@@ -42,7 +41,7 @@ export async function exportAt(sql: Sql, bookId: string, opts: DocumentQueryOpti
   return sql.begin(REPEATABLE_READ, async (tx) => {
     const [s] = await tx<{ snapshot: string; at: Date }[]>`SELECT pg_current_snapshot()::text AS snapshot, now() AS at`;
     const rows = (await tx.unsafe(documentQuery(opts), [bookId]).raw()) as unknown as DocumentRow[];
-    return { snapshot: s!.snapshot, at: s!.at, rows: new Map(rows.map((r) => [idOf(r), text(r)])) };
+    return { snapshot: s!.snapshot, at: s!.at, rows: new Map(rows.map((r) => [documentIdOf(r), text(r)])) };
   });
 }
 
@@ -52,9 +51,9 @@ export async function deltaSince(sql: Sql, bookId: string, since: string, opts: 
     const rows = (await tx.unsafe(changedDocumentQuery(opts), [bookId, since]).raw()) as unknown as DocumentRow[];
     const removed = (await tx.unsafe(removedQuery(opts), [bookId, since]).raw()) as unknown as [Buffer][];
     return {
-      documents: rows.map(idOf),
+      documents: rows.map(documentIdOf),
       removed: removed.map((r) => JSON.parse(r[0].toString()) as string),
-      rows: new Map(rows.map((r) => [idOf(r), text(r)])),
+      rows: new Map(rows.map((r) => [documentIdOf(r), text(r)])),
     };
   });
 }

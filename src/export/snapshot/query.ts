@@ -67,7 +67,7 @@ export function documentQuery(opts: DocumentQueryOptions, filter = ''): string {
     `',"tags":' || CASE WHEN tags IS NULL OR cardinality(tags) = 0 THEN 'null' ELSE to_json(tags)::text END`,
     `',"themeId":' || ${withDefault('theme_id', 'default')}`,
     `',"backgroundThemeId":' || ${withDefault('background_theme_id', 'transparent')}`,
-    // Quoted without to_json, a third of a µs per call: nothing in them needs escaping (sql/0001's CHECK, to_char's digits).
+    // Quoted without to_json: nothing in them needs escaping (sql/0001's CHECK, to_char's digits).
     `',"bodyFontSize":"' || coalesce(body_font_size, 'default') || '"'`,
     `',"createdAt":"' || ${iso('created_at')} || '"'`,
     `',"updatedAt":"' || ${iso('updated_at')} || '"'`,

@@ -54,7 +54,6 @@ interface Export {
 }
 
 const OPTIONS = [false, true].map((excludeCategories) => ({ excludeCategories, includeContentHtml: true }));
-const idOf = documentIdOf;
 const text = (r: DocumentRow): RowText => r.map((c) => (c === null ? null : c.toString()));
 
 /** The statements of one write on `exec`; `a` and `b` are the run's books, `id` the document. */
@@ -98,7 +97,7 @@ async function exportAndCheck(sql: Sql, books: string[], earlier: Export[]): Pro
     for (const book of books) {
       for (const opts of OPTIONS) {
         const read = (await tx.unsafe(documentQuery(opts), [book]).raw()) as unknown as DocumentRow[];
-        rows.set(rowsKey(book, opts.excludeCategories), new Map(read.map((r) => [idOf(r), text(r)])));
+        rows.set(rowsKey(book, opts.excludeCategories), new Map(read.map((r) => [documentIdOf(r), text(r)])));
       }
     }
     for (const [j, before] of earlier.entries()) {
@@ -109,7 +108,7 @@ async function exportAndCheck(sql: Sql, books: string[], earlier: Export[]): Pro
           const removed = ((await tx.unsafe(removedQuery(opts), [book, before.snapshot]).raw()) as unknown as [Buffer][]).map(
             (r) => JSON.parse(r[0].toString()) as string,
           );
-          const delta: DeltaRead = { documents: changed.map(idOf), removed, rows: new Map(changed.map((r) => [idOf(r), text(r)])) };
+          const delta: DeltaRead = { documents: changed.map(documentIdOf), removed, rows: new Map(changed.map((r) => [documentIdOf(r), text(r)])) };
           const now = rows.get(key)!;
           const where = `${key}, delta since export ${j}`;
           deepStrictEqual([...applyDelta(before.rows.get(key)!, delta)], [...now], `${where}: applied, it gives the export`);
