@@ -16,7 +16,8 @@ import { seedGeneratedBooks } from '../helpers/generated-kb.js';
 
 const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/src/cli.js');
 const db = await createTestDatabase(t);
-await seedGeneratedBooks(db.sql, [{ slug: 'kb', documents: 200, paragraphs: 4, seed: 11 }]);
+// Enough documents with relative media to need plans; how many is not the point.
+await seedGeneratedBooks(db.sql, [{ slug: 'kb', documents: 60, paragraphs: 2, seed: 11 }]);
 const config = loadConfig({ DATABASE_URL: db.url, REWRITE_WORKERS: '0' });
 
 async function exportBody(server: TestServer): Promise<Buffer> {
