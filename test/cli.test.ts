@@ -1,6 +1,8 @@
 /**
  * The built CLI (`node dist/src/cli.js`, built by `npm run build`) run as a child process against
- * a fresh test database.
+ * test databases: a fresh one wherever a test needs the schema missing or the tables in a known
+ * state, one shared by the cases that only need the database left empty, and one holding the spec
+ * example for keys and import-html, which touch tables the other does not count.
  */
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -9,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { verifyApiKey } from '../src/auth/api-key.js';
 import type { Sql } from '../src/db/connect.js';
-import { createTestDatabase } from './helpers/db.js';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CLI = path.join(ROOT, 'dist/src/cli.js');
@@ -113,8 +115,13 @@ t.test('no command but migrate changes the schema: on an unmigrated database the
 });
 
 t.test('load: the spec example, a bad file, a missing file', async (t) => {
+  // The example's database is loaded by the first subtest and loaded again by the second; the
+  // failing loads share one that each must leave empty, as is checked after each.
+  const loaded = await createTestDatabase(t);
+  const empty = await createTestDatabase(t);
+
   await t.test('the spec example loads and prints counts', async (t) => {
-    const db = await createTestDatabase(t);
+    const db = loaded;
     const r = await cli(['load', EXAMPLE], { DATABASE_URL: db.url });
     t.equal(r.code, 0, r.stderr);
     t.match(r.stdout, /loaded 1 users, 1 API keys, 1 knowledge bases, 1 documents/);
@@ -122,8 +129,8 @@ t.test('load: the spec example, a bad file, a missing file', async (t) => {
   });
 
   await t.test('loading it again fails and changes nothing', async (t) => {
-    const db = await createTestDatabase(t);
-    t.equal((await cli(['load', EXAMPLE], { DATABASE_URL: db.url })).code, 0);
+    const db = loaded;
+    t.same(await counts(db.sql), { users: 1, api_keys: 1, books: 1, documents: 1 }, 'loaded once');
     const r = await cli(['load', EXAMPLE], { DATABASE_URL: db.url });
     t.not(r.code, 0);
     t.match(r.stderr, /duplicate.*u-alice/);
@@ -131,7 +138,7 @@ t.test('load: the spec example, a bad file, a missing file', async (t) => {
   });
 
   await t.test('a missing required field in the 3rd document', async (t) => {
-    const db = await createTestDatabase(t);
+    const db = empty;
     const doc = (id: string, orderKey: string) => ({ id, slug: id, name: id, type: 'document', orderKey, status: 1 });
     const bad = doc('d-3', 'a2') as Record<string, unknown>;
     delete bad.orderKey;
@@ -151,7 +158,7 @@ t.test('load: the spec example, a bad file, a missing file', async (t) => {
   });
 
   await t.test('bad JSON: truncated, trailing garbage', async (t) => {
-    const db = await createTestDatabase(t);
+    const db = empty;
     const text = readFileSync(EXAMPLE, 'utf8');
     const dir = t.testdir({ 'truncated.json': text.slice(0, text.length / 2), 'trailing.json': `${text}\n{"users": []}\n` });
     for (const file of ['truncated.json', 'trailing.json']) {
@@ -164,7 +171,7 @@ t.test('load: the spec example, a bad file, a missing file', async (t) => {
   });
 
   await t.test('a missing file', async (t) => {
-    const db = await createTestDatabase(t);
+    const db = empty;
     const missing = path.join(ROOT, 'test/load/fixtures/no-such-seed.json');
     const r = await cli(['load', missing], { DATABASE_URL: db.url });
     t.not(r.code, 0);
@@ -174,9 +181,20 @@ t.test('load: the spec example, a bad file, a missing file', async (t) => {
   });
 });
 
+/**
+ * One database with the spec example loaded, for keys (which counts api_keys) and import-html
+ * (which counts documents): neither writes what the other counts, so they may share it and run at
+ * once. Each test checks the load's exit code.
+ */
+const example: Promise<{ db: TestDatabase; load: Run }> = createTestDatabase(t).then(async (db) => ({
+  db,
+  load: await cli(['load', EXAMPLE], { DATABASE_URL: db.url }),
+}));
+const exampleDatabase = () => example;
+
 t.test('keys create and revoke', async (t) => {
-  const db = await createTestDatabase(t);
-  t.equal((await cli(['load', EXAMPLE], { DATABASE_URL: db.url })).code, 0);
+  const { db, load } = await exampleDatabase();
+  t.equal(load.code, 0);
 
   const created = await cli(['keys', 'create', '--user', 'u-alice'], { DATABASE_URL: db.url });
   t.equal(created.code, 0, created.stderr);
@@ -221,8 +239,8 @@ t.test('keys create and revoke', async (t) => {
 });
 
 t.test('import-html imports the fixture corpus', async (t) => {
-  const db = await createTestDatabase(t);
-  t.equal((await cli(['load', EXAMPLE], { DATABASE_URL: db.url })).code, 0);
+  const { db, load } = await exampleDatabase();
+  t.equal(load.code, 0);
   const r = await cli(['import-html', 'test/import/fixtures/corpus', '--owner', 'u-alice', '--slug', 'corpus'], {
     DATABASE_URL: db.url,
   });
