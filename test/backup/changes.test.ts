@@ -94,10 +94,13 @@ t.test('the first run emits every document as an upsert; a later one exactly the
   t.match(third.stderr, /0 upserts and 0 removals/);
 });
 
+// Some 700 KB of changes: the kill at 100 KB lands well inside them, through a proxy throttled to 64 KB/s.
+const BULK = 300;
+
 t.test('killed mid-stream, the state stays and the next run sends those changes again', async (t) => {
   await sql`INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_html)
     SELECT 'bulk-' || i, 'b-u1', 'bulk-' || i, 'Bulk ' || i, 'document', 'b' || lpad(i::text, 5, '0'), 1, repeat('<p>text</p>', 200)
-    FROM generate_series(1, 1500) i`;
+    FROM generate_series(1, ${BULK}) i`;
   const before = readFileSync(state);
   const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
   proxy.throttle(64 * 1024);
@@ -112,7 +115,7 @@ t.test('killed mid-stream, the state stays and the next run sends those changes 
   child.kill('SIGKILL');
   t.equal(await exited, 'SIGKILL', 'killed while records were flowing');
   const partial = Buffer.concat(got).toString().split('\n').slice(0, -1);
-  t.ok(partial.length > 0 && partial.length < 1500, `some records were out (${partial.length})`);
+  t.ok(partial.length > 0 && partial.length < BULK, `some records were out (${partial.length})`);
   t.ok(readFileSync(state).equals(before), 'the state file is unchanged');
   t.same(readdirSync(dir).filter((f) => f.endsWith('.tmp')), [], 'no temporary state file');
   const next = await changes();
@@ -122,7 +125,7 @@ t.test('killed mid-stream, the state stays and the next run sends those changes 
     partial.every((l) => lines.includes(l)),
     'every record of the killed run is sent again, byte for byte',
   );
-  t.equal(records(next.stdout).length, 1500, 'with the rest');
+  t.equal(records(next.stdout).length, BULK, 'with the rest');
   t.not(readFileSync(state).toString(), before.toString(), 'and then the state moved on');
 });
 
