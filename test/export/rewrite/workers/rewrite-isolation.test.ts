@@ -12,7 +12,8 @@ import { doc, seed, simpleSeed, startServer } from '../../../helpers/app.js';
 import { createTestDatabase } from '../../../helpers/db.js';
 
 const EXT = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
-const HEALTHY_DOCS = 1000;
+// 30 batches: the healthy export is still sending batches when the poison, the other's third, is reached.
+const HEALTHY_DOCS = 300;
 const POISONED_DOCS = 60;
 /** Past the first two batches of 10 rows: the poisoned export has sent its status and first bytes. */
 const POISON_AT = 25;
