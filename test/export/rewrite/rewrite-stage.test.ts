@@ -75,9 +75,12 @@ function sizeOf(rows: DocumentRow[], out: BatchRewrites): number {
   return n;
 }
 
+// One worker for both tests that use one (it takes about a second of CPU to load under the tests'
+// TypeScript loader); the second closes it to show the worker did its work.
+const pool = new RewritePool(1);
+t.teardown(() => pool.close());
+
 t.test('one path whatever runs it: the same bytes inline and on a worker, as the encoder tests expect', async (t) => {
-  const pool = new RewritePool(1);
-  t.teardown(() => pool.close());
   const rows = [
     row(null),
     row(''),
@@ -103,7 +106,6 @@ t.test('a large document: alone on a worker when there are workers, in slices on
   const text = joined(inline.contentHtml[0]!)!.toString();
   t.match(text.slice(0, 40), /\/media\/a\.png/);
   t.match(text.slice(-40), /\/media\/z\.png/);
-  const pool = new RewritePool(1);
   const pooled = await rewriteRows([big], options(pool));
   t.ok(joined(pooled.contentHtml[0]!)!.equals(joined(inline.contentHtml[0]!)!), 'the worker planned the same bytes');
   await pool.close();
