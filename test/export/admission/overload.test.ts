@@ -13,23 +13,26 @@ import { startLoggedServer, type LoggedServer } from '../../helpers/logged-app.j
 
 const PATH = '/api/v1/open/books/kb/docs';
 
-/** Users u1..u3, each with key kbx_<user> and a knowledge base `kb`; u1's holds ~20 MB. */
+/**
+ * Users u1..u3, each with key kbx_<user> and a knowledge base `kb`; u1's holds ~20 MB, built in
+ * PostgreSQL: the size is what holds a slot, and the loader has tests of its own.
+ */
 async function seedUsers(db: TestDatabase): Promise<void> {
   const users = ['u1', 'u2', 'u3'];
   await seed(db.sql, {
     users: users.map((u) => ({ id: u, name: u, apiKeys: [{ id: `k-${u}`, key: `kbx_${u}` }] })),
-    books: users.map((u) => ({
-      id: `b-${u}`,
-      ownerId: u,
-      slug: 'kb',
-      name: `KB of ${u}`,
-      documents:
-        u === 'u1'
-          ? Array.from({ length: 2000 }, (_, i) => doc(`${u}-${i}`, `a${String(i).padStart(5, '0')}`, { contentStr: 'x'.repeat(10_000) }))
-          : [doc(`${u}-0`, 'a0')],
-    })),
+    books: users.map((u) => ({ id: `b-${u}`, ownerId: u, slug: 'kb', name: `KB of ${u}`, documents: u === 'u1' ? [] : [doc(`${u}-0`, 'a0')] })),
   });
+  await db.sql.unsafe(`
+    INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_str)
+    SELECT 'u1-' || i, 'b-u1', 'u1-' || i, 'Doc u1-' || i, 'document', 'a' || lpad(i::text, 5, '0'), 1, repeat('x', 10000)
+    FROM generate_series(0, 1999) i`);
 }
+
+// One database for the file: every test reads it, starts a server of its own, and gives back the
+// one lock it takes.
+const db = await createTestDatabase(t);
+await seedUsers(db);
 
 /** A client that sends the export request and reads nothing: it holds a slot while the server waits for it. */
 async function nonReader(server: LoggedServer, user: string): Promise<net.Socket> {
@@ -52,8 +55,6 @@ async function until(what: string, check: () => boolean, limitMs = 5000): Promis
 const auth = (user: string) => `Bearer kbx_${user}`;
 
 t.test('queue full: 503 at once; a queued request that waits too long: 503; both with Retry-After (D8.1)', async (t) => {
-  const db = await createTestDatabase(t);
-  await seedUsers(db);
   const server = await startLoggedServer(t, db.url, {
     EXPORT_CONCURRENCY: '1',
     EXPORT_QUEUE_MAX: '1',
@@ -82,8 +83,6 @@ t.test('queue full: 503 at once; a queued request that waits too long: 503; both
 });
 
 t.test('per-user cap: the same user\'s next export is 429 RATE_LIMITED with Retry-After; others go on (D8.2)', async (t) => {
-  const db = await createTestDatabase(t);
-  await seedUsers(db);
   const server = await startLoggedServer(t, db.url, { EXPORT_CONCURRENCY: '2', EXPORT_PER_USER_MAX: '1', STALL_TIMEOUT_MS: '20000' });
   const holder = await nonReader(server, 'u1');
   t.teardown(() => holder.destroy());
@@ -102,8 +101,6 @@ t.test('per-user cap: the same user\'s next export is 429 RATE_LIMITED with Retr
 });
 
 t.test('a client that leaves the queue never reaches the database; the slot goes to the next one (D8.1)', async (t) => {
-  const db = await createTestDatabase(t);
-  await seedUsers(db);
   const server = await startLoggedServer(t, db.url, { EXPORT_CONCURRENCY: '1', EXPORT_QUEUE_TIMEOUT_MS: '20000', STALL_TIMEOUT_MS: '20000' });
   const holder = await nonReader(server, 'u1');
   await until('the holder to stream', () => server.begun() === 1);
@@ -134,14 +131,23 @@ async function lockKeys(db: TestDatabase): Promise<{ release: () => Promise<void
   };
 }
 
+/** Waits until a session of the server waits on a lock in `db` (the key lookup behind lockKeys). */
+async function waitForLockWait(db: TestDatabase, limitMs = 5000): Promise<void> {
+  const start = Date.now();
+  for (;;) {
+    const waiting = await db.sql`SELECT 1 FROM pg_stat_activity WHERE datname = ${db.name} AND wait_event_type = 'Lock'`;
+    if (waiting.length > 0) return;
+    if (Date.now() - start > limitMs) throw new Error('timed out waiting for the lookup to wait on the lock');
+    await sleep(10);
+  }
+}
+
 for (const how of ['close', 'half-close'] as const) {
   t.test(`a client that ${how}s during its key lookup frees its place at once and never reaches the database (D6.4)`, async (t) => {
-    const db = await createTestDatabase(t);
-    await seedUsers(db);
     const server = await startLoggedServer(t, db.url, { EXPORT_CONCURRENCY: '1', EXPORT_QUEUE_MAX: '0', STALL_TIMEOUT_MS: '60000' });
     const lock = await lockKeys(db);
     const early = await nonReader(server, 'u2');
-    await until('the lookup to wait on the lock', () => false, 300).catch(() => {});
+    await waitForLockWait(db);
     if (how === 'close') early.destroy();
     else early.end();
     await sleep(100);
