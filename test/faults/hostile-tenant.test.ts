@@ -11,7 +11,7 @@ import t, { type Test } from 'tap';
 import { slowReader } from '../helpers/clients.js';
 import { request } from 'undici';
 import { startServer as startServerProcess, type ServerProcess } from '../../bench/lib/server-process.js';
-import { doc, redisKeyPrefix, seed, simpleSeed } from '../helpers/app.js';
+import { redisKeyPrefix, seed, simpleSeed } from '../helpers/app.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
 const MB = 1024 * 1024;
@@ -77,21 +77,40 @@ async function exportOf(base: string, key: string, headers: Record<string, strin
   return { status: res.statusCode, headers: res.headers, bytes, head, tail: tail.toString('latin1') };
 }
 
-/** u1 (key kbx_u1) owns `kb`, one document of `mb` MB of media tags; u2 (kbx_u2) owns an ordinary `kb`. */
-async function seedTenants(db: TestDatabase, mb: number): Promise<void> {
-  await seed(db.sql, simpleSeed([], { user: 'u1' }));
-  await seed(db.sql, simpleSeed(Array.from({ length: 2000 }, (_, i) => doc(`o${i}`, `a${String(i).padStart(5, '0')}`, { contentStr: 'x'.repeat(400) })), { user: 'u2' }));
-  // Built in PostgreSQL, so this process never holds the document.
+/**
+ * A user `user` (key kbx_<user>) owning `kb`, its `docs` documents of `body` (an SQL expression of
+ * `i`, the document's number) built in PostgreSQL, so this process never holds them.
+ */
+async function seedBook(db: TestDatabase, user: string, docs: number, body: string, column = 'content_str'): Promise<void> {
+  await seed(db.sql, simpleSeed([], { user }));
   await db.sql.unsafe(`
-    INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_html)
-    VALUES ('tags', 'b-u1', 'tags', 'Tags', 'document', 'a0', 1, repeat('${TAG}', ${Math.floor((mb * MB) / TAG.length)}))`);
+    INSERT INTO documents (id, book_id, slug, name, type, order_key, status, ${column})
+    SELECT '${user}-' || i, 'b-${user}', 's' || i, 'Doc ' || i, 'document', lpad(i::text, 6, '0'), 1, ${body}
+    FROM generate_series(1, ${docs}) i`);
 }
+
+/** Users of the media-tag tests: `tags<mb>` owns one document of `mb` MB of media tags. */
+const tagsUser = (mb: number) => `tags${mb}`;
+
+// One database for the file: every test reads it through a server process of its own. `other`
+// owns an ordinary `kb`; each media-tag test has a user of its own, and so do the cached exports
+// (4 KB of hex text a document).
+const db = await createTestDatabase(t);
+await seedBook(db, 'other', 2000, `repeat('x', 400)`);
+for (const mb of [2, 8]) await seedBook(db, tagsUser(mb), 1, `repeat('${TAG}', ${Math.floor((mb * MB) / TAG.length)})`, 'content_html');
+const HEX = `(SELECT string_agg(md5(random()::text || g || i), '') FROM generate_series(1, 128) g)`;
+// 12 MB of body: more than the socket buffers of a client that reads 1 KB/s can swallow.
+await seedBook(db, 'capped', 3000, HEX);
+// 1 MB bodies: compression runs off the event loop chunk by chunk whatever a body's size, so 40 MB
+// in one burst is as much of a test of /livez as 120 MB, at a third of the CPU.
+const BURST_USERS = ['b1', 'b2', 'b3', 'b4', 'b5'];
+for (const user of BURST_USERS) await seedBook(db, user, 250, HEX);
 
 /**
  * A server of its own fleet (REDIS_KEY_PREFIX): leases a stopped server of an earlier test left in
  * Redis until their TTL cannot count against this one's users.
  */
-async function server(t: Test, db: TestDatabase, env: Record<string, string> = {}): Promise<ServerProcess> {
+async function server(t: Test, env: Record<string, string> = {}): Promise<ServerProcess> {
   const s = await startServerProcess({ databaseUrl: db.url, coverage: false, env: { EXPORT_PER_USER_MAX: '4', REDIS_KEY_PREFIX: redisKeyPrefix(), ...env } });
   t.teardown(() => s.stop());
   return s;
@@ -99,17 +118,15 @@ async function server(t: Test, db: TestDatabase, env: Record<string, string> = {
 
 for (const mb of [2, 8]) {
   t.test(`a document of ${mb} MB of media tags: /livez under ${LIVEZ_MS} ms, another export whole, memory by size (D8.8)`, async (t) => {
-    const db = await createTestDatabase(t);
-    await seedTenants(db, mb);
     const { hostile, other, worst, polls, lag, peak, atRest } = await measured(t, async () => {
       // Cache and stored plans off: the point is the rewriting, every time. A second run gets a
       // server of its own, as its memory is measured from rest.
-      const s = await server(t, db, { EXPORT_CACHE_BYTES: '0', REWRITE_PLANS: 'false' });
+      const s = await server(t, { EXPORT_CACHE_BYTES: '0', REWRITE_PLANS: 'false' });
       await s.resetPeak();
       const atRest = await s.peakRss();
       await loopLagMs(s.base);
       const livez = pollLivez(s.base);
-      const [hostile, other] = await Promise.all([exportOf(s.base, 'kbx_u1'), exportOf(s.base, 'kbx_u2')]);
+      const [hostile, other] = await Promise.all([exportOf(s.base, `kbx_${tagsUser(mb)}`), exportOf(s.base, 'kbx_other')]);
       const { worst, polls } = await livez.stop();
       return { hostile, other, worst, polls, lag: await loopLagMs(s.base), peak: await s.peakRss(), atRest };
     });
@@ -127,27 +144,14 @@ for (const mb of [2, 8]) {
   });
 }
 
-/** Book `kb` of user `user` with `docs` documents of 4 KB of hex text each (built in PostgreSQL). */
-async function seedHexBook(db: TestDatabase, user: string, docs: number): Promise<void> {
-  await seed(db.sql, simpleSeed([], { user }));
-  await db.sql.unsafe(`
-    INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_str)
-    SELECT '${user}-' || i, 'b-${user}', 's' || i, 'Doc ' || i, 'document', lpad(i::text, 6, '0'), 1,
-           (SELECT string_agg(md5(random()::text || g || i), '') FROM generate_series(1, 128) g)
-    FROM generate_series(1, ${docs}) i`);
-}
-
 t.test('cached exports are exports: the per-user cap holds for them (D8.9, D8.10)', async (t) => {
-  const db = await createTestDatabase(t);
-  // 12 MB of body: more than the socket buffers of a client that reads 1 KB/s can swallow.
-  await seedHexBook(db, 'u1', 3000);
-  const s = await server(t, db, { EXPORT_CACHE_BYTES: String(256 * MB), EXPORT_PER_USER_MAX: '4' });
-  t.equal((await exportOf(s.base, 'kbx_u1')).status, 200, 'the first export fills the cache');
-  const held = Array.from({ length: 4 }, () => slowReader(`${s.base}/api/v1/open/books/kb/docs`, { authorization: 'Bearer kbx_u1' }, 1024));
+  const s = await server(t, { EXPORT_CACHE_BYTES: String(256 * MB), EXPORT_PER_USER_MAX: '4' });
+  t.equal((await exportOf(s.base, 'kbx_capped')).status, 200, 'the first export fills the cache');
+  const held = Array.from({ length: 4 }, () => slowReader(`${s.base}/api/v1/open/books/kb/docs`, { authorization: 'Bearer kbx_capped' }, 1024));
   t.teardown(() => held.forEach((r) => r.abort()));
   for (let i = 0; i < 200 && held.some((r) => r.peek().status === 0); i++) await new Promise((r) => setTimeout(r, 25));
   t.same(held.map((r) => r.peek().status), [200, 200, 200, 200], 'four cached exports stream to slow readers');
-  const fifth = await request(`${s.base}/api/v1/open/books/kb/docs`, { headers: { authorization: 'Bearer kbx_u1' } });
+  const fifth = await request(`${s.base}/api/v1/open/books/kb/docs`, { headers: { authorization: 'Bearer kbx_capped' } });
   t.equal(fifth.statusCode, 429, 'the fifth is refused: the cap counts exports served from the cache');
   t.ok(fifth.headers['retry-after'], 'with Retry-After');
   await fifth.body.dump();
@@ -156,10 +160,8 @@ t.test('cached exports are exports: the per-user cap holds for them (D8.9, D8.10
 });
 
 t.test(`a burst of 40 compressed cache hits: /livez under ${LIVEZ_MS} ms, every body whole (D8.9)`, async (t) => {
-  const db = await createTestDatabase(t);
-  const users = ['u1', 'u2', 'u3', 'u4', 'u5'];
-  for (const user of users) await seedHexBook(db, user, 750);
-  const s = await server(t, db, { EXPORT_CACHE_BYTES: String(256 * MB), EXPORT_PER_USER_MAX: '8' });
+  const users = BURST_USERS;
+  const s = await server(t, { EXPORT_CACHE_BYTES: String(256 * MB), EXPORT_PER_USER_MAX: '8' });
   for (const user of users) t.equal((await exportOf(s.base, `kbx_${user}`)).status, 200, `${user}'s export fills the cache`);
   const { burst, worst, polls, lag } = await measured(t, async () => {
     await loopLagMs(s.base);
