@@ -10,7 +10,6 @@ import t from 'tap';
 import { request } from 'undici';
 import { startServer as startServerProcess } from '../../bench/lib/server-process.js';
 import { doc, seed, simpleSeed, startServer, type TestServer } from '../helpers/app.js';
-import { createTestDatabase } from '../helpers/db.js';
 import { parseResponse, portOf, rawRequest, type RawAnswer } from '../helpers/raw-http.js';
 
 type TapTest = Parameters<Parameters<typeof t.test>[0]>[0];
@@ -141,14 +140,17 @@ t.test('the request timeout does not cut a keep-alive connection idle between re
 });
 
 t.test('D7.4: the request timeout bounds receiving the request, not a long export stream', async (t) => {
-  const db = await createTestDatabase(t);
-  // About 24 MB of JSON: more than the socket buffers hold, so the export waits on the client.
-  const big = 'x'.repeat(48_000);
-  await seed(db.sql, simpleSeed(Array.from({ length: 500 }, (_, i) => doc(`d${i}`, `a${String(i).padStart(4, '0')}`, { contentStr: big }))));
-  const s = await startServer(t, { REQUEST_TIMEOUT_MS: '500', MIN_DRAIN_BYTES_PER_S: '0' }, db);
+  // About 24 MB of JSON: more than the socket buffers hold, so the export waits on the client. A
+  // user of its own on the file's database, its documents built in PostgreSQL.
+  await seed(srv.db.sql, simpleSeed([], { user: 'u2' }));
+  await srv.db.sql.unsafe(`
+    INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_str)
+    SELECT 'd' || i, 'b-u2', 'd' || i, 'Doc d' || i, 'document', 'a' || lpad(i::text, 4, '0'), 1, repeat('x', 48000)
+    FROM generate_series(0, 499) i`);
+  const s = await startServer(t, { REQUEST_TIMEOUT_MS: '500', MIN_DRAIN_BYTES_PER_S: '0' }, srv.db);
   const responses: ServerResponse[] = [];
   s.app.server.on('request', (_req, res: ServerResponse) => responses.push(res));
-  const res = await request(`${s.url}${EXPORT}?includeContentHtml=false`, { headers: { authorization: 'Bearer kbx_u1' } });
+  const res = await request(`${s.url}${EXPORT}?includeContentHtml=false`, { headers: { authorization: 'Bearer kbx_u2' } });
   t.equal(res.statusCode, 200);
   const chunks: Buffer[] = [];
   const body = res.body[Symbol.asyncIterator]();
@@ -243,12 +245,10 @@ t.test('D7.4 / D5.4: every method on the export path counts towards the rate lim
 
 t.test('D7.4: 1,000 slow clients (bodies and headers trickled 2 bytes every 100 ms) are all cut within seconds; memory stays flat', async (t) => {
   const N = 500; // of each kind
-  const db = await createTestDatabase(t);
-  await seed(db.sql, simpleSeed([doc('a', 'a0')]));
   // A process of its own, so its RSS is the server's alone (/proc/<pid>/status).
   // A request timeout long enough that "cut at once" and "cut by the timeout" stay apart on a
   // loaded two-core machine, where opening 1,000 connections alone takes a second or two.
-  const server = await startServerProcess({ databaseUrl: db.url, env: { REQUEST_TIMEOUT_MS: '4000' }, coverage: false });
+  const server = await startServerProcess({ databaseUrl: srv.db.url, env: { REQUEST_TIMEOUT_MS: '4000' }, coverage: false });
   t.teardown(() => server.stop());
   const p = portOf(server.base);
   await server.resetPeak();
