@@ -13,6 +13,10 @@ import { createTestDatabase } from '../helpers/db.js';
 import { startLoggedServer } from '../helpers/logged-app.js';
 import { startTcpProxy, targetOf } from '../helpers/tcp-proxy.js';
 
+// One database for the file: the tests only read it, each through a server (and proxy) of its own.
+const db = await createTestDatabase(t);
+await seed(db.sql, simpleSeed([doc('d1', 'a0')]));
+
 /** A probe as a load balancer sends it: no key. */
 const probe = (base: string, path: string, method = 'GET') => call(base, path, { auth: null, method });
 
@@ -28,7 +32,6 @@ async function readyzUntil(base: string, want: number, ms: number) {
 }
 
 t.test('/livez and /readyz: 200 with no key, never rate limited, HEAD too, other methods 405', async (t) => {
-  const db = await createTestDatabase(t);
   const server = await startServer(t, { RATE_LIMIT_MAX: '1' }, db);
   for (let i = 0; i < 5; i++) {
     const live = await probe(server.url, '/livez');
@@ -46,8 +49,6 @@ t.test('/livez and /readyz: 200 with no key, never rate limited, HEAD too, other
 });
 
 t.test('/readyz turns 503 when the database stops answering, and 200 again when it is back; probes cost no query', async (t) => {
-  const db = await createTestDatabase(t);
-  await seed(db.sql, simpleSeed([doc('d1', 'a0')]));
   const proxy = await startTcpProxy(t, targetOf(db.url));
   const server = await startLoggedServer(t, proxy.urlFor(db.url), { DB_TIMEOUT_MS: '800' });
   t.equal((await probe(server.url, '/readyz')).status, 200, 'ready through the proxy');
@@ -76,7 +77,6 @@ t.test("the Docker image's HEALTHCHECK command asks /readyz: exit 0 when ready, 
   const dockerfile = readFileSync(new URL('../../Dockerfile', import.meta.url), 'utf8');
   const cmd = JSON.parse(/HEALTHCHECK[^\n]*\\\n\s*CMD (\[.*\])/.exec(dockerfile)![1]!) as string[];
   t.equal(cmd[0], 'node');
-  const db = await createTestDatabase(t);
   const proxy = await startTcpProxy(t, targetOf(db.url));
   const server = await startLoggedServer(t, proxy.urlFor(db.url), { DB_TIMEOUT_MS: '800' });
   const run = () =>

@@ -13,6 +13,9 @@ import { startLoggedServer } from '../helpers/logged-app.js';
 import { startTcpProxy, targetOf } from '../helpers/tcp-proxy.js';
 
 const PATH = '/api/v1/open/books/kb/docs';
+// One database for the file: each test reads it through a server of its own and gives back any lock.
+const db = await createTestDatabase(t);
+await seed(db.sql, simpleSeed([doc('d1', 'a0')]));
 
 function assertUnavailable(t: Test, res: Awaited<ReturnType<typeof call>>, startedAt: number, limitMs: number): void {
   t.equal(res.status, 503);
@@ -35,8 +38,6 @@ t.test('PostgreSQL unreachable: 503 with Retry-After within seconds, logged once
 });
 
 t.test('the rate-limit store unreachable: 503 (fail closed, never an open door), logged once, nothing printed outside the log', async (t) => {
-  const db = await createTestDatabase(t);
-  await seed(db.sql, simpleSeed([doc('d1', 'a0')]));
   const printed: string[] = [];
   const original = console.error;
   console.error = (...args: unknown[]) => void printed.push(args.map(String).join(' '));
@@ -54,8 +55,6 @@ t.test('the rate-limit store unreachable: 503 (fail closed, never an open door),
 });
 
 t.test('an export that would wait on a lock (a schema change in progress): 503 within DB_TIMEOUT_MS (D8.5, D8.7)', async (t) => {
-  const db = await createTestDatabase(t);
-  await seed(db.sql, simpleSeed([doc('d1', 'a0')]));
   const server = await startLoggedServer(t, db.url, { DB_TIMEOUT_MS: '700', EXPORT_CACHE_BYTES: '0' });
   const unlock = await lockDocuments(t, db.sql);
   const started = Date.now();
@@ -69,8 +68,6 @@ t.test('an export that would wait on a lock (a schema change in progress): 503 w
 });
 
 t.test('a frozen database link: key lookups answer 503 within DB_TIMEOUT_MS, and the server serves again once it thaws (D8.5)', async (t) => {
-  const db = await createTestDatabase(t);
-  await seed(db.sql, simpleSeed([doc('d1', 'a0')]));
   const proxy = await startTcpProxy(t, targetOf(db.url));
   // Long enough for a first connection through the proxy on a loaded machine, which is not the outage.
   const server = await startLoggedServer(t, proxy.urlFor(db.url), { DB_TIMEOUT_MS: '2000', EXPORT_CACHE_BYTES: '0' });
@@ -96,8 +93,6 @@ t.test('a frozen database link: key lookups answer 503 within DB_TIMEOUT_MS, and
 // machine has none, and the refused-port test above covers the outage there.
 const redisUrl = process.env.REDIS_URL;
 if (redisUrl) t.test('Redis cut through a proxy while serving: 503 at once, then served again when it is back (D8.5)', async (t) => {
-  const db = await createTestDatabase(t);
-  await seed(db.sql, simpleSeed([doc('d1', 'a0')]));
   const redis = new URL(redisUrl);
   const proxy = await startTcpProxy(t, { host: redis.hostname, port: Number(redis.port || 6379) });
   const server = await startLoggedServer(t, db.url, { REDIS_URL: `redis://127.0.0.1:${proxy.port}` });
