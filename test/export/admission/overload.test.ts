@@ -52,6 +52,20 @@ async function until(what: string, check: () => boolean, limitMs = 5000): Promis
   }
 }
 
+async function untilAsync(what: string, check: () => Promise<boolean>, limitMs = 5000): Promise<void> {
+  const start = Date.now();
+  while (!(await check())) {
+    if (Date.now() - start > limitMs) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+/** Exports waiting in the server's export queue now (kb_export_exports_waiting). */
+async function waiting(server: LoggedServer): Promise<number> {
+  const metric = await server.app.metrics.registry.getSingleMetric('kb_export_exports_waiting')!.get();
+  return metric.values[0]?.value ?? 0;
+}
+
 const auth = (user: string) => `Bearer kbx_${user}`;
 
 t.test('queue full: 503 at once; a queued request that waits too long: 503; both with Retry-After (D8.1)', async (t) => {
@@ -66,7 +80,7 @@ t.test('queue full: 503 at once; a queued request that waits too long: 503; both
   await until('the holder to stream', () => server.begun() === 1);
 
   const queued = call(server.url, PATH, { auth: auth('u2') });
-  await sleep(100);
+  await untilAsync('the request to queue', async () => (await waiting(server)) === 1);
   const started = Date.now();
   const full = await call(server.url, PATH, { auth: auth('u3') });
   t.equal(full.status, 503, 'the queue is full');
@@ -105,7 +119,7 @@ t.test('a client that leaves the queue never reaches the database; the slot goes
   const holder = await nonReader(server, 'u1');
   await until('the holder to stream', () => server.begun() === 1);
   const leaver = await nonReader(server, 'u2');
-  await sleep(200); // looked up and queued
+  await untilAsync('the leaver to be looked up and queued', async () => (await waiting(server)) === 1);
   leaver.destroy();
   const waiter = call(server.url, PATH, { auth: auth('u3') });
   await sleep(100);
@@ -131,15 +145,9 @@ async function lockKeys(db: TestDatabase): Promise<{ release: () => Promise<void
   };
 }
 
-/** Waits until a session of the server waits on a lock in `db` (the key lookup behind lockKeys). */
-async function waitForLockWait(db: TestDatabase, limitMs = 5000): Promise<void> {
-  const start = Date.now();
-  for (;;) {
-    const waiting = await db.sql`SELECT 1 FROM pg_stat_activity WHERE datname = ${db.name} AND wait_event_type = 'Lock'`;
-    if (waiting.length > 0) return;
-    if (Date.now() - start > limitMs) throw new Error('timed out waiting for the lookup to wait on the lock');
-    await sleep(10);
-  }
+/** Whether a session waits on a lock in `db` (the key lookup behind lockKeys). */
+async function lockWaiter(db: TestDatabase): Promise<boolean> {
+  return (await db.sql`SELECT 1 FROM pg_stat_activity WHERE datname = ${db.name} AND wait_event_type = 'Lock'`).length > 0;
 }
 
 for (const how of ['close', 'half-close'] as const) {
@@ -147,7 +155,7 @@ for (const how of ['close', 'half-close'] as const) {
     const server = await startLoggedServer(t, db.url, { EXPORT_CONCURRENCY: '1', EXPORT_QUEUE_MAX: '0', STALL_TIMEOUT_MS: '60000' });
     const lock = await lockKeys(db);
     const early = await nonReader(server, 'u2');
-    await waitForLockWait(db);
+    await untilAsync('the lookup to wait on the lock', () => lockWaiter(db));
     if (how === 'close') early.destroy();
     else early.end();
     await sleep(100);
