@@ -84,11 +84,12 @@ t.test('serve changes the schema only when asked: refused when behind, --migrate
   const [none] = await db.sql`SELECT to_regclass('public.documents')::text AS t`;
   t.equal(none!.t, null, 'and leaves the database as it was');
 
+  // The refused start left `db` unmigrated: serve --migrate starts from it; MIGRATE_ON_START from another.
   for (const [how, args, env] of [
     ['serve --migrate', ['--migrate'], {}],
     ['MIGRATE_ON_START=true', [], { MIGRATE_ON_START: 'true' }],
   ] as const) {
-    const fresh = await createTestDatabase(t, { migrate: false });
+    const fresh = how === 'serve --migrate' ? db : await createTestDatabase(t, { migrate: false });
     const s = spawnServe([...args], { DATABASE_URL: fresh.url, ...env });
     t.teardown(() => s.child.kill('SIGKILL'));
     await waitFor('listening', listening(s));
@@ -97,40 +98,6 @@ t.test('serve changes the schema only when asked: refused when behind, --migrate
     s.child.kill('SIGTERM');
     t.equal(await s.exited, 0);
   }
-});
-
-t.test('a plain serve never loads the data generator (only --demo does)', async (t) => {
-  const db = await createTestDatabase(t);
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'kbx-imports-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const log = path.join(dir, 'imports.log');
-  const hooks = path.join(ROOT, 'test/helpers/record-imports.mjs');
-  const s = spawnServe([], { DATABASE_URL: db.url, KB_IMPORT_LOG: log, NODE_OPTIONS: `--import=${hooks}` });
-  t.teardown(() => s.child.kill('SIGKILL'));
-  await waitFor('listening', listening(s));
-  const loaded = readFileSync(log, 'utf8').split('\n');
-  t.ok(loaded.some((u) => u.endsWith('/dist/src/server.js')), 'the log records what serve loaded');
-  t.notOk(loaded.some((u) => /\/src\/generate\//.test(u)), 'nothing under src/generate/');
-  s.child.kill('SIGTERM');
-  t.equal(await s.exited, 0);
-});
-
-t.test('serve prunes the removals kept for deltas past CHANGE_RETENTION_DAYS (D12.4)', async (t) => {
-  const db = await createTestDatabase(t);
-  await seed(db.sql, simpleSeed([{ id: 'd1', slug: 'd1', name: 'D1', type: 'document', orderKey: 'a', status: 1 }]));
-  const removedBy = await db.sql.begin(async (tx) => {
-    await tx`DELETE FROM documents WHERE id = 'd1'`;
-    return (await tx<{ x: string }[]>`SELECT pg_current_xact_id()::text AS x`)[0]!.x;
-  });
-  // As if a horizon had been sampled 31 days ago, just after the removal.
-  await db.sql`INSERT INTO change_horizons (taken_at, snapshot_xmin) VALUES (now() - interval '31 days', (${removedBy}::numeric + 1)::text::xid8)`;
-  const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', CHANGE_RETENTION_DAYS: '30' });
-  t.teardown(() => s.child.kill('SIGKILL'));
-  await waitFor('listening', listening(s));
-  await waitFor('the pruning log line', () => (/"deleted":1.*removals older than CHANGE_RETENTION_DAYS pruned/.test(s.output()) ? true : undefined));
-  t.same(await db.sql`SELECT document_id FROM document_removals`, [], 'the removal is gone');
-  s.child.kill('SIGTERM');
-  t.equal(await s.exited, 0);
 });
 
 t.test('SIGTERM lets a running export finish, then the server exits 0', async (t) => {
@@ -194,43 +161,6 @@ t.test('SIGTERM: /readyz answers 503 first (SHUTDOWN_DELAY_MS), a running export
   t.equal(await s.exited, 0);
 });
 
-t.test('METRICS_PORT: /metrics on a listener of its own, not on the API port (D10.3)', async (t) => {
-  const db = await createTestDatabase(t);
-  const metricsPort = await freePort();
-  const s = spawnServe([], { DATABASE_URL: db.url, METRICS_PORT: String(metricsPort) });
-  t.teardown(() => s.child.kill('SIGKILL'));
-  const base = await waitFor('listening', listening(s));
-  const scrape = await request(`http://127.0.0.1:${metricsPort}/metrics`);
-  t.equal(scrape.statusCode, 200);
-  t.match(await scrape.body.text(), /^# HELP kb_export_/m, 'the exposition');
-  const other = await request(`http://127.0.0.1:${metricsPort}/livez`);
-  t.equal(other.statusCode, 404, 'nothing else there');
-  await other.body.dump();
-  const onApi = await request(`${base}/metrics`);
-  t.equal(onApi.statusCode, 404, 'not on the API port');
-  await onApi.body.dump();
-  s.child.kill('SIGTERM');
-  t.equal(await s.exited, 0, 'and it closes with the server');
-});
-
-t.test('SIGTERM does not wait for a connection that never sent a request', async (t) => {
-  const db = await createTestDatabase(t);
-  const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', SHUTDOWN_GRACE_MS: '20000' });
-  t.teardown(() => {
-    s.child.kill('SIGKILL');
-  });
-  const base = new URL(await waitFor('listening', listening(s)));
-  // A client's spare keep-alive connection (a browser's preconnect does the same).
-  const silent = connect(Number(base.port), base.hostname);
-  silent.on('error', () => {});
-  await new Promise((r) => silent.once('connect', r));
-  const t0 = Date.now();
-  s.child.kill('SIGTERM');
-  t.equal(await s.exited, 0, 'exit code 0');
-  t.ok(Date.now() - t0 < 10_000, `exited in ${Date.now() - t0} ms, not at the end of the 20 s grace period`);
-  silent.destroy();
-});
-
 t.test('serve --demo on an empty embedded database prints a working key and curl, and stops its database', async (t) => {
   const dataDir = path.join(os.tmpdir(), `kb-export-demo-test-${randomBytes(4).toString('hex')}`);
   const s = spawnServe(['--demo'], { KB_DATA_DIR: dataDir, LOG_LEVEL: 'warn' });
@@ -261,38 +191,97 @@ t.test('serve --demo on an empty embedded database prints a working key and curl
   t.notOk(alive, 'the embedded PostgreSQL stopped with the server');
 });
 
-t.test('a port already in use stops start-up with a message and a non-zero exit', async (t) => {
+// One plain serve covers the checks that need nothing but a server on a migrated database: each
+// start costs a Node.js process and a database. The SIGTERM that ends it is the last check.
+t.test('a plain serve on a migrated database', async (t) => {
   const db = await createTestDatabase(t);
-  const first = spawnServe([], { DATABASE_URL: db.url });
-  t.teardown(() => {
-    first.child.kill('SIGKILL');
+  // For the pruning: a removal, and as if a horizon had been sampled 31 days ago, just after it.
+  await seed(db.sql, simpleSeed([{ id: 'd1', slug: 'd1', name: 'D1', type: 'document', orderKey: 'a', status: 1 }]));
+  const removedBy = await db.sql.begin(async (tx) => {
+    await tx`DELETE FROM documents WHERE id = 'd1'`;
+    return (await tx<{ x: string }[]>`SELECT pg_current_xact_id()::text AS x`)[0]!.x;
   });
-  const base = await waitFor('listening', listening(first));
-  const port = new URL(base).port;
-  const second = spawnServe([], { DATABASE_URL: db.url, PORT: port, LOG_LEVEL: 'silent' });
-  t.not(await second.exited, 0);
-  t.match(second.output(), /EADDRINUSE|address already in use/);
-  t.notMatch(second.output(), /\n\s+at .+[:(]/, 'no stack trace');
-});
-
-t.test('every way of starting the server runs the executable, so the runtime settings of its shebang apply', async (t) => {
-  const runtime = cliRuntime(CLI);
-  t.ok(runtime.nodeFlags.includes('--max-semi-space-size=2') && runtime.nodeFlags.includes('--heap-growing-percent=100'), 'the V8 flags');
-  t.same(runtime.env, { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072' }, 'the glibc settings');
-  t.ok(statSync(CLI).mode & 0o100, 'the build leaves dist/src/cli.js executable');
-  const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-  t.match(pkg.scripts.start, /&& dist\/src\/cli\.js serve/, 'npm start runs the executable');
-  const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
-  t.ok(dockerfile.split('\n').includes('CMD ["dist/src/cli.js", "serve"]'), 'the Docker image runs the executable');
-
-  const db = await createTestDatabase(t);
-  const s = spawnServe([], { DATABASE_URL: db.url });
+  await db.sql`INSERT INTO change_horizons (taken_at, snapshot_xmin) VALUES (now() - interval '31 days', (${removedBy}::numeric + 1)::text::xid8)`;
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'kbx-imports-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const log = path.join(dir, 'imports.log');
+  const hooks = path.join(ROOT, 'test/helpers/record-imports.mjs');
+  const metricsPort = await freePort();
+  const s = spawnServe([], {
+    DATABASE_URL: db.url,
+    LOG_LEVEL: 'info',
+    CHANGE_RETENTION_DAYS: '30',
+    METRICS_PORT: String(metricsPort),
+    SHUTDOWN_GRACE_MS: '20000',
+    KB_IMPORT_LOG: log,
+    NODE_OPTIONS: `--import=${hooks}`,
+  });
   t.teardown(() => s.child.kill('SIGKILL'));
-  await waitFor('listening', listening(s));
-  const argv = readFileSync(`/proc/${s.child.pid}/cmdline`, 'utf8').split('\0');
-  for (const flag of runtime.nodeFlags) t.ok(argv.includes(flag), `the running server has ${flag}`);
-  const environ = readFileSync(`/proc/${s.child.pid}/environ`, 'utf8').split('\0');
-  for (const [k, v] of Object.entries(runtime.env)) t.ok(environ.includes(`${k}=${v}`), `the running server has ${k}=${v}`);
-  s.child.kill('SIGTERM');
-  t.equal(await s.exited, 0);
+  const base = await waitFor('listening', listening(s));
+
+  await t.test('a plain serve never loads the data generator (only --demo does)', async (t) => {
+    const loaded = readFileSync(log, 'utf8').split('\n');
+    t.ok(loaded.some((u) => u.endsWith('/dist/src/server.js')), 'the log records what serve loaded');
+    t.notOk(loaded.some((u) => /\/src\/generate\//.test(u)), 'nothing under src/generate/');
+  });
+
+  await t.test('serve prunes the removals kept for deltas past CHANGE_RETENTION_DAYS (D12.4)', async (t) => {
+    await waitFor('the pruning log line', () => (/"deleted":1.*removals older than CHANGE_RETENTION_DAYS pruned/.test(s.output()) ? true : undefined));
+    t.same(await db.sql`SELECT document_id FROM document_removals`, [], 'the removal is gone');
+  });
+
+  await t.test('METRICS_PORT: /metrics on a listener of its own, not on the API port (D10.3)', async (t) => {
+    const scrape = await request(`http://127.0.0.1:${metricsPort}/metrics`);
+    t.equal(scrape.statusCode, 200);
+    t.match(await scrape.body.text(), /^# HELP kb_export_/m, 'the exposition');
+    const other = await request(`http://127.0.0.1:${metricsPort}/livez`);
+    t.equal(other.statusCode, 404, 'nothing else there');
+    await other.body.dump();
+    const onApi = await request(`${base}/metrics`);
+    t.equal(onApi.statusCode, 404, 'not on the API port');
+    await onApi.body.dump();
+  });
+
+  await t.test('every way of starting the server runs the executable, so the runtime settings of its shebang apply', async (t) => {
+    const runtime = cliRuntime(CLI);
+    t.ok(runtime.nodeFlags.includes('--max-semi-space-size=2') && runtime.nodeFlags.includes('--heap-growing-percent=100'), 'the V8 flags');
+    t.same(runtime.env, { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072' }, 'the glibc settings');
+    t.ok(statSync(CLI).mode & 0o100, 'the build leaves dist/src/cli.js executable');
+    const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    t.match(pkg.scripts.start, /&& dist\/src\/cli\.js serve/, 'npm start runs the executable');
+    const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+    t.ok(dockerfile.split('\n').includes('CMD ["dist/src/cli.js", "serve"]'), 'the Docker image runs the executable');
+
+    const argv = readFileSync(`/proc/${s.child.pid}/cmdline`, 'utf8').split('\0');
+    for (const flag of runtime.nodeFlags) t.ok(argv.includes(flag), `the running server has ${flag}`);
+    const environ = readFileSync(`/proc/${s.child.pid}/environ`, 'utf8').split('\0');
+    for (const [k, v] of Object.entries(runtime.env)) t.ok(environ.includes(`${k}=${v}`), `the running server has ${k}=${v}`);
+  });
+
+  await t.test('a port already in use stops start-up with a message and a non-zero exit', async (t) => {
+    const port = new URL(base).port;
+    const second = spawnServe([], { DATABASE_URL: db.url, PORT: port, LOG_LEVEL: 'silent' });
+    t.teardown(() => second.child.kill('SIGKILL'));
+    t.not(await second.exited, 0);
+    t.match(second.output(), /EADDRINUSE|address already in use/);
+    t.notMatch(second.output(), /\n\s+at .+[:(]/, 'no stack trace');
+  });
+
+  await t.test('SIGTERM does not wait for a connection that never sent a request', async (t) => {
+    const api = new URL(base);
+    // A client's spare keep-alive connection (a browser's preconnect does the same).
+    const silent = connect(Number(api.port), api.hostname);
+    silent.on('error', () => {});
+    await new Promise((r) => silent.once('connect', r));
+    const t0 = Date.now();
+    s.child.kill('SIGTERM');
+    t.equal(await s.exited, 0, 'exit code 0');
+    t.ok(Date.now() - t0 < 10_000, `exited in ${Date.now() - t0} ms, not at the end of the 20 s grace period`);
+    silent.destroy();
+    const metrics = await request(`http://127.0.0.1:${metricsPort}/metrics`).then(
+      () => 'answered',
+      () => 'refused',
+    );
+    t.equal(metrics, 'refused', 'the metrics listener closes with the server');
+  });
 });
