@@ -102,7 +102,7 @@ t.test('serve changes the schema only when asked: refused when behind, --migrate
 
 t.test('SIGTERM lets a running export finish, then the server exits 0', async (t) => {
   const db = await databaseWithDocuments(t, 3000, 7);
-  const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', EXPORT_BATCH_SIZE: '20', SHUTDOWN_GRACE_MS: '20000' });
+  const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', EXPORT_BATCH_SIZE: '20', SHUTDOWN_GRACE_MS: '60000' });
   t.teardown(() => {
     s.child.kill('SIGKILL');
   });
@@ -134,7 +134,7 @@ t.test('SIGTERM lets a running export finish, then the server exits 0', async (t
 
 t.test('SIGTERM: /readyz answers 503 first (SHUTDOWN_DELAY_MS), a running export still finishes (D10.2)', async (t) => {
   const db = await databaseWithDocuments(t, 2000, 3);
-  const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', EXPORT_BATCH_SIZE: '20', SHUTDOWN_DELAY_MS: '3000' });
+  const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', EXPORT_BATCH_SIZE: '20', SHUTDOWN_DELAY_MS: '3000', SHUTDOWN_GRACE_MS: '60000' });
   t.teardown(() => s.child.kill('SIGKILL'));
   const base = await waitFor('listening', listening(s));
   const readyz = async () => {
