@@ -12,10 +12,8 @@ import { fileURLToPath } from 'node:url';
 import { connect } from 'node:net';
 import t from 'tap';
 import { request } from 'undici';
-import { SeedWriter } from '../src/load/seed-writer.js';
 import { cliRuntime } from '../bench/lib/cli-runtime.js';
 import { freePort } from '../src/db/free-port.js';
-import { generateDocuments } from '../src/generate/generator.js';
 import { createTestDatabase } from './helpers/db.js';
 import { seed, simpleSeed } from './helpers/app.js';
 
@@ -53,16 +51,20 @@ async function waitFor<T>(what: string, fn: () => T | undefined, ms = 60_000): P
   }
 }
 
-/** A fresh database where user u1 (key kbx_u1) owns `kb` with `documents` generated documents. */
-async function databaseWithDocuments(t: { teardown(fn: () => unknown): void }, documents: number, seedNo: number) {
+/**
+ * A fresh database where user u1 (key kbx_u1) owns `kb` with `documents` documents of about 8 kB of
+ * export each: far more than socket buffers hold, so a client that stops reading holds the export.
+ * Written by PostgreSQL; generating realistic documents here cost seconds of CPU for nothing the
+ * shutdown tests look at.
+ */
+async function databaseWithDocuments(t: { teardown(fn: () => unknown): void }, documents: number) {
   const db = await createTestDatabase(t);
   await seed(db.sql, simpleSeed([]));
-  await db.sql.begin(async (tx) => {
-    const w = new SeedWriter(tx);
-    await w.begin();
-    for (const d of generateDocuments({ bookId: 'b-u1', documents, seed: seedNo, paragraphs: 2 })) await w.addDocument('b-u1', d);
-    await w.finish();
-  });
+  await db.sql`
+    INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_str, content_html)
+    SELECT 'd' || i, 'b-u1', 'd' || i, 'Document ' || i, 'document', 'a' || lpad(i::text, 6, '0'), 1,
+           repeat('words of a page ', 250), '<p>' || repeat('words of a page ', 250) || '</p>'
+    FROM generate_series(1, ${documents}::int) i`;
   return db;
 }
 
@@ -101,7 +103,7 @@ t.test('serve changes the schema only when asked: refused when behind, --migrate
 });
 
 t.test('SIGTERM lets a running export finish, then the server exits 0', async (t) => {
-  const db = await databaseWithDocuments(t, 3000, 7);
+  const db = await databaseWithDocuments(t, 3000);
   const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', EXPORT_BATCH_SIZE: '20', SHUTDOWN_GRACE_MS: '60000' });
   t.teardown(() => {
     s.child.kill('SIGKILL');
@@ -133,7 +135,7 @@ t.test('SIGTERM lets a running export finish, then the server exits 0', async (t
 });
 
 t.test('SIGTERM: /readyz answers 503 first (SHUTDOWN_DELAY_MS), a running export still finishes (D10.2)', async (t) => {
-  const db = await databaseWithDocuments(t, 2000, 3);
+  const db = await databaseWithDocuments(t, 2000);
   const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', EXPORT_BATCH_SIZE: '20', SHUTDOWN_DELAY_MS: '3000', SHUTDOWN_GRACE_MS: '60000' });
   t.teardown(() => s.child.kill('SIGKILL'));
   const base = await waitFor('listening', listening(s));
