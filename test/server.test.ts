@@ -280,10 +280,15 @@ t.test('a plain serve on a migrated database', async (t) => {
     t.equal(await s.exited, 0, 'exit code 0');
     t.ok(Date.now() - t0 < 10_000, `exited in ${Date.now() - t0} ms, not at the end of the 20 s grace period`);
     silent.destroy();
-    const metrics = await request(`http://127.0.0.1:${metricsPort}/metrics`).then(
-      () => 'answered',
-      () => 'refused',
-    );
-    t.equal(metrics, 'refused', 'the metrics listener closes with the server');
+    t.match(s.output(), /closing: running exports may finish/, 'the graceful shutdown ran');
+    const refused = (url: string) =>
+      request(url).then(
+        () => 'answered',
+        () => 'refused',
+      );
+    t.equal(await refused(`http://127.0.0.1:${metricsPort}/metrics`), 'refused', 'the metrics listener closes with the server');
+    t.equal(await refused(`${base}/livez`), 'refused', 'nothing listens on the API port after shutdown');
+    const loaded = readFileSync(log, 'utf8').split('\n');
+    t.notOk(loaded.some((u) => /\/src\/generate\//.test(u)), 'nothing under src/generate/ was loaded in its whole life, shutdown included');
   });
 });
