@@ -12,6 +12,7 @@ import t from 'tap';
 import { verifyApiKey } from '../src/auth/api-key.js';
 import type { Sql } from '../src/db/connect.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { untracked } from '../bench/lib/untracked.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CLI = path.join(ROOT, 'dist/src/cli.js');
@@ -31,8 +32,7 @@ function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
   }
   return new Promise((resolve) => {
     execFile(
-      process.execPath,
-      [CLI, ...args],
+      ...untracked([process.execPath, CLI, ...args]),
       { cwd: ROOT, env: { ...base, LOG_LEVEL: 'silent', ...env }, timeout: 60_000 },
       (err, stdout, stderr) => {
         const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;

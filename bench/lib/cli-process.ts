@@ -9,6 +9,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { untracked } from './untracked.js';
 
 /** The marker the held process writes on stderr; then it waits for a byte on stdin. */
 const HELD = 'kb-export-held-at-exit';
@@ -59,8 +60,9 @@ export function cliPath(): string {
  */
 export async function runCli(args: string[], env: Record<string, string>): Promise<CliRun> {
   const started = performance.now();
-  const child = spawn(cliPath(), args, {
-    env: { ...process.env, ...env, NODE_OPTIONS: `--import=data:text/javascript,${encodeURIComponent(HOLD_AT_EXIT)}` },
+  const [command, argv] = untracked([cliPath(), ...args], `--import=data:text/javascript,${encodeURIComponent(HOLD_AT_EXIT)}`);
+  const child = spawn(command, argv, {
+    env: { ...process.env, ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let stdout = '';

@@ -10,6 +10,7 @@ import { freePort } from '../../src/db/free-port.js';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cliRuntime } from './cli-runtime.js';
+import { untracked } from './untracked.js';
 
 export interface ServerProcess {
   /** `http://127.0.0.1:<port>` */
@@ -36,9 +37,10 @@ export interface ServerOptions {
   /** Extra environment, e.g. EXPORT_BATCH_SIZE. */
   env?: Record<string, string>;
   /**
-   * Under `tap`, whether the server collects V8 coverage (default true). A process collecting
-   * coverage keeps its counters and scripts alive, about 10 MB more peak RSS that the shipped server
-   * does not have: tests that assert the server's memory turn it off.
+   * Under `tap`, whether the server collects V8 coverage (default true; false leaves out tap's
+   * hooks altogether, see untracked.ts). A process collecting coverage keeps its counters and
+   * scripts alive, about 10 MB more peak RSS that the shipped server does not have: tests that
+   * assert the server's memory turn it off.
    */
   coverage?: boolean;
 }
@@ -72,7 +74,9 @@ export async function startServer(opts: ServerOptions): Promise<ServerProcess> {
     ...(opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : []),
     SERVER_JS,
   ];
-  const child = spawn(process.execPath, args, {
+  // Without coverage, without tap's hooks at all: they cost the server CPU and memory.
+  const [command, argv]: [string, string[]] = opts.coverage === false ? untracked([process.execPath, ...args]) : [process.execPath, args];
+  const child = spawn(command, argv, {
     env: {
       ...process.env,
       ...runtime.env,
@@ -87,8 +91,6 @@ export async function startServer(opts: ServerOptions): Promise<ServerProcess> {
       // Servers of other tests or benchmarks may share this Redis: their rate limits and leases stay apart.
       REDIS_KEY_PREFIX: `kbx-${randomBytes(4).toString('hex')}`,
       LOG_LEVEL: 'warn',
-      // @tapjs/processinfo reads this in the child; '0' leaves coverage off there.
-      ...(opts.coverage === false ? { _TAPJS_PROCESSINFO_COVERAGE_: '0' } : {}),
       ...opts.env,
     },
     stdio: ['ignore', 'ignore', 'pipe'],

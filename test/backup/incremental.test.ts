@@ -27,6 +27,7 @@ import { aboveTokenFloor } from '../helpers/changes.js';
 import { createTestDatabase } from '../helpers/db.js';
 import { seedGeneratedBooks } from '../helpers/generated-kb.js';
 import { startTcpProxy } from '../helpers/tcp-proxy.js';
+import { untracked } from '../../bench/lib/untracked.js';
 
 const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/src/cli.js');
 const SEED = Number(process.env.KBX_TEST_SEED ?? Date.now() % 100_000);
@@ -184,7 +185,7 @@ t.test('kill -9 in the middle leaves the old file and its token record; the next
   await db.sql`UPDATE documents SET name = name || ' (edited)' WHERE book_id = 'b-kb'`;
   proxy.throttle(64 * 1024);
   const sent = proxy.stats().bytesToClient;
-  const child = spawn(process.execPath, [CLI, 'backup', '--server', base, '--book', 'kb', '--out', file, '--incremental'], {
+  const child = spawn(...untracked([process.execPath, CLI, 'backup', '--server', base, '--book', 'kb', '--out', file, '--incremental']), {
     env: { ...process.env, KB_EXPORT_API_KEY: 'kbx_u1' },
     stdio: 'ignore',
   });

@@ -15,13 +15,14 @@ import { request } from 'undici';
 import { startServer } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
 import { seedGeneratedBooks } from '../helpers/generated-kb.js';
+import { untracked } from '../../bench/lib/untracked.js';
 
 const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/src/cli.js');
 const EXPORT = '/api/v1/open/books/kb/docs?excludeCategories=false';
 
 function cli(args: string[], env: Record<string, string>): Promise<{ code: number; out: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { env: { ...process.env, LOG_LEVEL: 'silent', ...env } }, (err, stdout, stderr) =>
+    execFile(...untracked([process.execPath, CLI, ...args]), { env: { ...process.env, LOG_LEVEL: 'silent', ...env } }, (err, stdout, stderr) =>
       resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: `${stdout}${stderr}` }),
     );
   });

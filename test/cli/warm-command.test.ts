@@ -13,6 +13,7 @@ import { loadConfig } from '../../src/config.js';
 import { seed, simpleSeed, startServer, type TestServer } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
 import { seedGeneratedBooks } from '../helpers/generated-kb.js';
+import { untracked } from '../../bench/lib/untracked.js';
 
 const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/src/cli.js');
 const db = await createTestDatabase(t);
@@ -60,7 +61,7 @@ t.test('unknown and ambiguous knowledge bases are refused', async (t) => {
 t.test('the CLI prints what it did, and names --book when it is missing', async (t) => {
   const run = (args: string[]) =>
     new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
-      execFile(process.execPath, [CLI, ...args], { env: { ...process.env, DATABASE_URL: db.url, REWRITE_WORKERS: '0' }, timeout: 60_000 }, (err, stdout, stderr) =>
+      execFile(...untracked([process.execPath, CLI, ...args]), { env: { ...process.env, DATABASE_URL: db.url, REWRITE_WORKERS: '0' }, timeout: 60_000 }, (err, stdout, stderr) =>
         resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
       ),
     );

@@ -18,6 +18,7 @@ import { createTestDatabase } from '../helpers/db.js';
 import { seedGeneratedBooks } from '../helpers/generated-kb.js';
 import { waitForNoBackends } from '../helpers/pg-activity.js';
 import { startTcpProxy, targetOf, type TcpProxy } from '../helpers/tcp-proxy.js';
+import { untracked } from '../../bench/lib/untracked.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const CLI = path.join(ROOT, 'dist/src/cli.js');
@@ -38,8 +39,7 @@ interface CliRun {
 async function runCli(proxy: TcpProxy, args: string[], during: () => Promise<void>): Promise<CliRun> {
   const child = new Promise<CliRun>((resolve) =>
     execFile(
-      process.execPath,
-      [CLI, ...args],
+      ...untracked([process.execPath, CLI, ...args]),
       { env: { ...process.env, DATABASE_URL: proxy.urlFor(db.url), REWRITE_WORKERS: '0' }, timeout: 120_000, maxBuffer: 1 << 20 },
       (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
     ),

@@ -24,6 +24,7 @@ import { validateDocument } from '../../src/load/seed-validate.js';
 import { SeedWriter } from '../../src/load/seed-writer.js';
 import { startServer } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
+import { untracked } from '../../bench/lib/untracked.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const GENERATE_CLI = path.join(ROOT, 'dist/bench/generate.js');
@@ -74,7 +75,7 @@ async function writeWithCopy(t: Test, sql: Sql, bookId: string, docs: () => Iter
 
 function run(file: string, args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [file, ...args], { cwd: ROOT, env: { ...process.env, LOG_LEVEL: 'silent', ...env }, timeout: 60_000 }, (err, stdout, stderr) => {
+    execFile(...untracked([process.execPath, file, ...args]), { cwd: ROOT, env: { ...process.env, LOG_LEVEL: 'silent', ...env }, timeout: 60_000 }, (err, stdout, stderr) => {
       resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
     });
   });

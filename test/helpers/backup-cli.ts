@@ -5,6 +5,7 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { untracked } from '../../bench/lib/untracked.js';
 
 export const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/src/cli.js');
 
@@ -24,7 +25,7 @@ export function runBackupCli(args: string[], env: Record<string, string> = { KB_
 export function runCli(args: string[], env: Record<string, string> = { KB_EXPORT_API_KEY: 'kbx_u1' }): Promise<BackupRun> {
   const started = Date.now();
   return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, encoding: 'buffer', maxBuffer: 1e9 }, (err, stdout, stderr) =>
+    execFile(...untracked([process.execPath, CLI, ...args]), { env: { ...process.env, ...env }, encoding: 'buffer', maxBuffer: 1e9 }, (err, stdout, stderr) =>
       resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr: stderr.toString(), ms: Date.now() - started }),
     );
   });

@@ -12,6 +12,7 @@ import { doc, seed, simpleSeed, startServer } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
 import { startLoggedServer } from '../helpers/logged-app.js';
 import { startTcpProxy, targetOf } from '../helpers/tcp-proxy.js';
+import { untracked } from '../../bench/lib/untracked.js';
 
 // One database for the file: the tests only read it, each through a server (and proxy) of its own.
 const db = await createTestDatabase(t);
@@ -81,7 +82,7 @@ t.test("the Docker image's HEALTHCHECK command asks /readyz: exit 0 when ready, 
   const server = await startLoggedServer(t, proxy.urlFor(db.url), { DB_TIMEOUT_MS: '800' });
   const run = () =>
     new Promise<number | null>((resolve) => {
-      execFile(process.execPath, cmd.slice(1), { env: { ...process.env, PORT: new URL(server.url).port } }, (err) =>
+      execFile(...untracked([process.execPath, ...cmd.slice(1)]), { env: { ...process.env, PORT: new URL(server.url).port } }, (err) =>
         resolve(err ? ((err as { code?: number }).code ?? 1) : 0),
       );
     });
