@@ -190,10 +190,9 @@ const example: Promise<{ db: TestDatabase; load: Run }> = createTestDatabase(t).
   db,
   load: await cli(['load', EXAMPLE], { DATABASE_URL: db.url }),
 }));
-const exampleDatabase = () => example;
 
 t.test('keys create and revoke', async (t) => {
-  const { db, load } = await exampleDatabase();
+  const { db, load } = await example;
   t.equal(load.code, 0);
 
   const created = await cli(['keys', 'create', '--user', 'u-alice'], { DATABASE_URL: db.url });
@@ -239,7 +238,7 @@ t.test('keys create and revoke', async (t) => {
 });
 
 t.test('import-html imports the fixture corpus', async (t) => {
-  const { db, load } = await exampleDatabase();
+  const { db, load } = await example;
   t.equal(load.code, 0);
   const r = await cli(['import-html', 'test/import/fixtures/corpus', '--owner', 'u-alice', '--slug', 'corpus'], {
     DATABASE_URL: db.url,

@@ -15,7 +15,7 @@ import { request } from 'undici';
 import { cliRuntime } from '../bench/lib/cli-runtime.js';
 import { freePort } from '../src/db/free-port.js';
 import { createTestDatabase } from './helpers/db.js';
-import { seed, simpleSeed } from './helpers/app.js';
+import { seed, seedSizedBook, simpleSeed } from './helpers/app.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CLI = path.join(ROOT, 'dist/src/cli.js');
@@ -59,12 +59,10 @@ async function waitFor<T>(what: string, fn: () => T | undefined, ms = 60_000): P
  */
 async function databaseWithDocuments(t: { teardown(fn: () => unknown): void }, documents: number) {
   const db = await createTestDatabase(t);
-  await seed(db.sql, simpleSeed([]));
-  await db.sql`
-    INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_str, content_html)
-    SELECT 'd' || i, 'b-u1', 'd' || i, 'Document ' || i, 'document', 'a' || lpad(i::text, 6, '0'), 1,
-           repeat('words of a page ', 250), '<p>' || repeat('words of a page ', 250) || '</p>'
-    FROM generate_series(1, ${documents}::int) i`;
+  await seedSizedBook(db.sql, 'u1', documents, {
+    content_str: `repeat('words of a page ', 250)`,
+    content_html: `'<p>' || repeat('words of a page ', 250) || '</p>'`,
+  });
   return db;
 }
 

@@ -96,11 +96,10 @@ t.test('a truncated or malformed backup restores nothing', async (t) => {
   for (const [name, content] of cases) {
     const file = path.join(dir, name);
     writeFileSync(file, content);
-    const target = refusals;
-    const r = await cli(['restore', '--owner', 'owner', '--file', file], { DATABASE_URL: target.url });
+    const r = await cli(['restore', '--owner', 'owner', '--file', file], { DATABASE_URL: refusals.url });
     t.not(r.code, 0, `${name}: refused`);
     t.notMatch(r.out, /\n\s+at /, `${name}: a message, not a stack trace`);
-    const [{ books, documents }] = (await target.sql`SELECT (SELECT count(*) FROM books)::int AS books, (SELECT count(*) FROM documents)::int AS documents`) as unknown as [
+    const [{ books, documents }] = (await refusals.sql`SELECT (SELECT count(*) FROM books)::int AS books, (SELECT count(*) FROM documents)::int AS documents`) as unknown as [
       { books: number; documents: number },
     ];
     t.same({ books, documents }, { books: 0, documents: 0 }, `${name}: nothing restored`);
@@ -121,12 +120,11 @@ t.test('a body without success: true restores nothing, with exit 1 and a message
   for (const [name, content] of cases) {
     const file = path.join(dir, name);
     writeFileSync(file, content);
-    const target = refusals;
-    const r = await cli(['restore', '--owner', 'owner', '--file', file], { DATABASE_URL: target.url });
+    const r = await cli(['restore', '--owner', 'owner', '--file', file], { DATABASE_URL: refusals.url });
     t.equal(r.code, 1, `${name}: exit 1, as for a truncated file`);
     t.match(r.out, /^kb-export: .* is not a successful export: it does not begin with "success": true/, `${name}: says why`);
     t.equal(r.out.trim().split('\n').length, 1, `${name}: one line`);
-    const [{ books, documents }] = (await target.sql`SELECT (SELECT count(*) FROM books)::int AS books, (SELECT count(*) FROM documents)::int AS documents`) as unknown as [
+    const [{ books, documents }] = (await refusals.sql`SELECT (SELECT count(*) FROM books)::int AS books, (SELECT count(*) FROM documents)::int AS documents`) as unknown as [
       { books: number; documents: number },
     ];
     t.same({ books, documents }, { books: 0, documents: 0 }, `${name}: nothing restored`);

@@ -11,8 +11,8 @@ import t, { type Test } from 'tap';
 import { slowReader } from '../helpers/clients.js';
 import { request } from 'undici';
 import { startServer as startServerProcess, type ServerProcess } from '../../bench/lib/server-process.js';
-import { redisKeyPrefix, seed, simpleSeed } from '../helpers/app.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { redisKeyPrefix, seedSizedBook } from '../helpers/app.js';
+import { createTestDatabase } from '../helpers/db.js';
 
 const MB = 1024 * 1024;
 const TAG = '<img src=a>';
@@ -77,18 +77,6 @@ async function exportOf(base: string, key: string, headers: Record<string, strin
   return { status: res.statusCode, headers: res.headers, bytes, head, tail: tail.toString('latin1') };
 }
 
-/**
- * A user `user` (key kbx_<user>) owning `kb`, its `docs` documents of `body` (an SQL expression of
- * `i`, the document's number) built in PostgreSQL, so this process never holds them.
- */
-async function seedBook(db: TestDatabase, user: string, docs: number, body: string, column = 'content_str'): Promise<void> {
-  await seed(db.sql, simpleSeed([], { user }));
-  await db.sql.unsafe(`
-    INSERT INTO documents (id, book_id, slug, name, type, order_key, status, ${column})
-    SELECT '${user}-' || i, 'b-${user}', 's' || i, 'Doc ' || i, 'document', lpad(i::text, 6, '0'), 1, ${body}
-    FROM generate_series(1, ${docs}) i`);
-}
-
 /** Users of the media-tag tests: `tags<mb>` owns one document of `mb` MB of media tags. */
 const tagsUser = (mb: number) => `tags${mb}`;
 
@@ -96,15 +84,15 @@ const tagsUser = (mb: number) => `tags${mb}`;
 // owns an ordinary `kb`; each media-tag test has a user of its own, and so do the cached exports
 // (4 KB of hex text a document).
 const db = await createTestDatabase(t);
-await seedBook(db, 'other', 2000, `repeat('x', 400)`);
-for (const mb of [2, 8]) await seedBook(db, tagsUser(mb), 1, `repeat('${TAG}', ${Math.floor((mb * MB) / TAG.length)})`, 'content_html');
+await seedSizedBook(db.sql, 'other', 2000, { content_str: `repeat('x', 400)` });
+for (const mb of [2, 8]) await seedSizedBook(db.sql, tagsUser(mb), 1, { content_html: `repeat('${TAG}', ${Math.floor((mb * MB) / TAG.length)})` });
 const HEX = `(SELECT string_agg(md5(random()::text || g || i), '') FROM generate_series(1, 128) g)`;
 // 12 MB of body: more than the socket buffers of a client that reads 1 KB/s can swallow.
-await seedBook(db, 'capped', 3000, HEX);
+await seedSizedBook(db.sql, 'capped', 3000, { content_str: HEX });
 // 1 MB bodies: compression runs off the event loop chunk by chunk whatever a body's size, so 40 MB
 // in one burst is as much of a test of /livez as 120 MB, at a third of the CPU.
 const BURST_USERS = ['b1', 'b2', 'b3', 'b4', 'b5'];
-for (const user of BURST_USERS) await seedBook(db, user, 250, HEX);
+for (const user of BURST_USERS) await seedSizedBook(db.sql, user, 250, { content_str: HEX });
 
 /**
  * A server of its own fleet (REDIS_KEY_PREFIX): leases a stopped server of an earlier test left in

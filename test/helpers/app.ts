@@ -159,3 +159,18 @@ export function simpleSeed(documents: unknown[], opts: { user?: string; slug?: s
     ],
   };
 }
+
+/**
+ * simpleSeed's user `user` and book `kb`, with `documents` documents written by PostgreSQL: id and
+ * slug `<user>-<i>`, order keys in `i` order, and each of `columns` (content_str, content_html) an
+ * SQL expression of `i` (1-based). For tests where a body's size is the point and its content is
+ * not: no document passes through this process or the seed loader.
+ */
+export async function seedSizedBook(sql: Sql, user: string, documents: number, columns: Partial<Record<'content_str' | 'content_html', string>>): Promise<void> {
+  await seed(sql, simpleSeed([], { user }));
+  const names = Object.keys(columns);
+  await sql.unsafe(`
+    INSERT INTO documents (id, book_id, slug, name, type, order_key, status${names.map((c) => `, ${c}`).join('')})
+    SELECT '${user}-' || i, 'b-${user}', '${user}-' || i, 'Doc ${user}-' || i, 'document', lpad(i::text, 7, '0'), 1${Object.values(columns).map((v) => `, ${v}`).join('')}
+    FROM generate_series(1, ${documents}) i`);
+}

@@ -9,7 +9,7 @@ import type { ServerResponse } from 'node:http';
 import t from 'tap';
 import { request } from 'undici';
 import { startServer as startServerProcess } from '../../bench/lib/server-process.js';
-import { doc, seed, simpleSeed, startServer, type TestServer } from '../helpers/app.js';
+import { doc, seed, seedSizedBook, simpleSeed, startServer, type TestServer } from '../helpers/app.js';
 import { parseResponse, portOf, rawRequest, type RawAnswer } from '../helpers/raw-http.js';
 
 type TapTest = Parameters<Parameters<typeof t.test>[0]>[0];
@@ -142,11 +142,7 @@ t.test('the request timeout does not cut a keep-alive connection idle between re
 t.test('D7.4: the request timeout bounds receiving the request, not a long export stream', async (t) => {
   // About 24 MB of JSON: more than the socket buffers hold, so the export waits on the client. A
   // user of its own on the file's database, its documents built in PostgreSQL.
-  await seed(srv.db.sql, simpleSeed([], { user: 'u2' }));
-  await srv.db.sql.unsafe(`
-    INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_str)
-    SELECT 'd' || i, 'b-u2', 'd' || i, 'Doc d' || i, 'document', 'a' || lpad(i::text, 4, '0'), 1, repeat('x', 48000)
-    FROM generate_series(0, 499) i`);
+  await seedSizedBook(srv.db.sql, 'u2', 500, { content_str: `repeat('x', 48000)` });
   const s = await startServer(t, { REQUEST_TIMEOUT_MS: '500', MIN_DRAIN_BYTES_PER_S: '0' }, srv.db);
   const responses: ServerResponse[] = [];
   s.app.server.on('request', (_req, res: ServerResponse) => responses.push(res));

@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import parse from 'parse-prometheus-text-format';
 import t from 'tap';
 import { call } from '../helpers/http.js';
-import { doc, seed, simpleSeed, startServer, type TestServer } from '../helpers/app.js';
+import { doc, seed, seedSizedBook, simpleSeed, startServer, type TestServer } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
 
 const PATH = '/api/v1/open/books/kb/docs';
@@ -40,11 +40,7 @@ t.test('/metrics: the exposition parses, the service metrics are kb_export_…, 
   const db = await createTestDatabase(t);
   // About 15 MB, so a client that reads nothing holds the export (the socket buffers take only part
   // of it). Written by PostgreSQL: through the seed loader's JSON parser it cost seconds of CPU here.
-  await seed(db.sql, simpleSeed([]));
-  await db.sql`
-    INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_str)
-    SELECT 'd' || i, 'b-u1', 'd' || i, 'Doc d' || i, 'document', 'a' || lpad(i::text, 5, '0'), 1, repeat('x', 10000)
-    FROM generate_series(0, 1499) i`;
+  await seedSizedBook(db.sql, 'u1', 1500, { content_str: `repeat('x', 10000)` });
   const server = await startServer(t, { RATE_LIMIT_MAX: '3', EXPORT_PER_USER_MAX: '1', EXPORT_CACHE_BYTES: '0' }, db);
 
   const before = await scrape(server);

@@ -7,7 +7,7 @@ import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { call } from '../../helpers/http.js';
-import { doc, seed } from '../../helpers/app.js';
+import { doc, seed, seedSizedBook, simpleSeed } from '../../helpers/app.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.js';
 import { startLoggedServer, type LoggedServer } from '../../helpers/logged-app.js';
 
@@ -18,15 +18,8 @@ const PATH = '/api/v1/open/books/kb/docs';
  * PostgreSQL: the size is what holds a slot, and the loader has tests of its own.
  */
 async function seedUsers(db: TestDatabase): Promise<void> {
-  const users = ['u1', 'u2', 'u3'];
-  await seed(db.sql, {
-    users: users.map((u) => ({ id: u, name: u, apiKeys: [{ id: `k-${u}`, key: `kbx_${u}` }] })),
-    books: users.map((u) => ({ id: `b-${u}`, ownerId: u, slug: 'kb', name: `KB of ${u}`, documents: u === 'u1' ? [] : [doc(`${u}-0`, 'a0')] })),
-  });
-  await db.sql.unsafe(`
-    INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_str)
-    SELECT 'u1-' || i, 'b-u1', 'u1-' || i, 'Doc u1-' || i, 'document', 'a' || lpad(i::text, 5, '0'), 1, repeat('x', 10000)
-    FROM generate_series(0, 1999) i`);
+  await seedSizedBook(db.sql, 'u1', 2000, { content_str: `repeat('x', 10000)` });
+  for (const u of ['u2', 'u3']) await seed(db.sql, simpleSeed([doc(`${u}-0`, 'a0')], { user: u }));
 }
 
 // One database for the file: every test reads it, starts a server of its own, and gives back the
