@@ -7,15 +7,13 @@
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { verifyApiKey } from '../src/auth/api-key.js';
 import type { Sql } from '../src/db/connect.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { untracked } from '../bench/lib/untracked.js';
+import { CLI, ROOT } from './helpers/paths.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const CLI = path.join(ROOT, 'dist/src/cli.js');
 const EXAMPLE = path.join(ROOT, 'test/load/fixtures/spec-example.json');
 
 interface Run {

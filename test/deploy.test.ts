@@ -6,12 +6,10 @@
  */
 import { accessSync, constants, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { parse } from 'yaml';
 import { loadConfig } from '../src/config.js';
-
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+import { ROOT } from './helpers/paths.js';
 
 interface Service {
   image?: string;

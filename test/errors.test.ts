@@ -1,9 +1,11 @@
+import path from 'node:path';
 import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { ERRORS } from '../src/errors.js';
+import { ROOT } from './helpers/paths.js';
 
 t.test("README's error table and src/errors.ts list the same codes with the same statuses", async (t) => {
-  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+  const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
   const section = readme.slice(readme.indexOf('### Errors'), readme.indexOf('## Configuration'));
   const rows = [...section.matchAll(/^\| (\d{3}) \| `([A-Z_]+)` \|/gm)].map((m) => [m[2], Number(m[1])]);
   t.ok(rows.length > 0, 'the README has an error table');

@@ -1,8 +1,11 @@
 /**
  * `npm test`: runs tap against a real PostgreSQL. With DATABASE_URL set, that server; otherwise a
  * throw-away embedded PostgreSQL started here and stopped afterwards. Exits with tap's exit code.
+ * Tests run compiled: a file or folder named by its source (`test/export/rewrite`,
+ * `test/app.test.ts`) runs from dist/test.
  */
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -21,7 +24,7 @@ async function main(): Promise<number> {
   }
   try {
     const tap = path.resolve('node_modules/.bin/tap');
-    const args = process.argv.slice(2);
+    const args = process.argv.slice(2).map(compiled);
     // More files than cores, as the suite waits on timers, sockets and child processes; not twice
     // as many, which brings the fault tests' /livez latencies close to their bounds.
     if (!args.some((a) => /^(-j|--jobs)/.test(a))) args.unshift(`--jobs=${Math.ceil(os.availableParallelism() * 1.5)}`);
@@ -38,6 +41,13 @@ async function main(): Promise<number> {
       await rm(dataDir, { recursive: true, force: true });
     }
   }
+}
+
+/** `test/x/y.test.ts` or `test/x` as dist/test's compiled file or folder; other arguments as given. */
+function compiled(arg: string): string {
+  const source = path.normalize(arg);
+  if (!/^test([/]|$)/.test(source) || !existsSync(source)) return arg;
+  return path.join('dist', source.replace(/\.ts$/, '.js'));
 }
 
 main().then(

@@ -8,7 +8,6 @@ import { rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { connect } from 'node:net';
 import t from 'tap';
 import { request } from 'undici';
@@ -16,9 +15,7 @@ import { cliRuntime } from '../bench/lib/cli-runtime.js';
 import { freePort } from '../src/db/free-port.js';
 import { createTestDatabase } from './helpers/db.js';
 import { seed, seedSizedBook, simpleSeed } from './helpers/app.js';
-
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const CLI = path.join(ROOT, 'dist/src/cli.js');
+import { CLI, ROOT } from './helpers/paths.js';
 
 interface Served {
   child: ChildProcess;

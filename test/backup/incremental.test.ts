@@ -15,7 +15,6 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import zlib from 'node:zlib';
 import t, { type Test } from 'tap';
 import { request } from 'undici';
@@ -28,8 +27,8 @@ import { createTestDatabase } from '../helpers/db.js';
 import { seedGeneratedBooks } from '../helpers/generated-kb.js';
 import { startTcpProxy } from '../helpers/tcp-proxy.js';
 import { untracked } from '../../bench/lib/untracked.js';
+import { CLI } from '../helpers/paths.js';
 
-const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/src/cli.js');
 const SEED = Number(process.env.KBX_TEST_SEED ?? Date.now() % 100_000);
 t.comment(`random changes with KBX_TEST_SEED=${SEED}`);
 

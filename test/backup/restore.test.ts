@@ -9,15 +9,14 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import zlib from 'node:zlib';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { request } from 'undici';
 import { startServer } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
 import { seedGeneratedBooks } from '../helpers/generated-kb.js';
 import { untracked } from '../../bench/lib/untracked.js';
+import { CLI } from '../helpers/paths.js';
 
-const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/src/cli.js');
 const EXPORT = '/api/v1/open/books/kb/docs?excludeCategories=false';
 
 function cli(args: string[], env: Record<string, string>): Promise<{ code: number; out: string }> {

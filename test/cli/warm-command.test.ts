@@ -4,8 +4,6 @@
  * unknown and ambiguous slugs are refused with a message; and the built CLI says what it did.
  */
 import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { request } from 'undici';
 import { warmPlans } from '../../src/cli/warm-command.js';
@@ -14,8 +12,8 @@ import { seed, simpleSeed, startServer, type TestServer } from '../helpers/app.j
 import { createTestDatabase } from '../helpers/db.js';
 import { seedGeneratedBooks } from '../helpers/generated-kb.js';
 import { untracked } from '../../bench/lib/untracked.js';
+import { CLI } from '../helpers/paths.js';
 
-const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/src/cli.js');
 const db = await createTestDatabase(t);
 // Enough documents with relative media to need plans; how many is not the point.
 await seedGeneratedBooks(db.sql, [{ slug: 'kb', documents: 60, paragraphs: 2, seed: 11 }]);

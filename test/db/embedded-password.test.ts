@@ -12,11 +12,10 @@ import { existsSync, readdirSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { readPassword, withPasswordFile } from '../../src/db/embedded-password.js';
+import { ROOT } from '../helpers/paths.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const MODULE = path.join(ROOT, 'dist/src/db/embedded-password.js');
 // As documented in the README (KB_DATA_DIR).
 const PASSWORD_FILE = 'kb-export-password';

@@ -11,13 +11,12 @@ import { existsSync, readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import t, { type Test } from 'tap';
 import { installedNativeBuild } from '../../src/db/embedded-binaries.js';
 import { startEmbeddedPostgres } from '../../src/db/embedded.js';
+import { ROOT } from '../helpers/paths.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const isRoot = process.getuid!() === 0;
 const NOBODY = 65534;
 // As documented in the README (KB_DATA_DIR): the password's file in the data folder, and where

@@ -9,7 +9,6 @@ import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { connect } from '../../src/db/connect.js';
 import { isConnectionLost } from '../../src/db/dependency.js';
@@ -19,9 +18,7 @@ import { seedGeneratedBooks } from '../helpers/generated-kb.js';
 import { waitForNoBackends } from '../helpers/pg-activity.js';
 import { startTcpProxy, targetOf, type TcpProxy } from '../helpers/tcp-proxy.js';
 import { untracked } from '../../bench/lib/untracked.js';
-
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const CLI = path.join(ROOT, 'dist/src/cli.js');
+import { CLI } from '../helpers/paths.js';
 
 const db = await createTestDatabase(t);
 

@@ -189,7 +189,7 @@ t.test('rewrite workers give the same body byte for byte as rewriting on the eve
 
 /** A rewrite worker module of test/export/rewrite/workers/fixtures. */
 function workerFixture(name: string): URL {
-  return new URL(`./rewrite/workers/fixtures/${name}.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url);
+  return new URL(`./rewrite/workers/fixtures/${name}.js`, import.meta.url);
 }
 
 t.test('a rewrite worker that dies before the first byte: a 500 EXPORT_FAILED envelope (D6.2)', async (t) => {

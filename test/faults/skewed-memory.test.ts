@@ -7,15 +7,13 @@
  */
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { request } from 'undici';
 import { freePort } from '../../src/db/free-port.js';
 import { seed, simpleSeed } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
+import { CLI } from '../helpers/paths.js';
 
-const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/src/cli.js');
 const MB = 1024 * 1024;
 
 async function vm(pid: number, field: 'VmHWM' | 'VmRSS'): Promise<number> {

@@ -9,7 +9,6 @@ import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { request } from 'undici';
 import { documentsForSize, generatedBook, SIZES } from '../../src/generate/sizes.js';
@@ -25,8 +24,8 @@ import { SeedWriter } from '../../src/load/seed-writer.js';
 import { startServer } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
 import { untracked } from '../../bench/lib/untracked.js';
+import { ROOT } from '../helpers/paths.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const GENERATE_CLI = path.join(ROOT, 'dist/bench/generate.js');
 const KB_CLI = path.join(ROOT, 'dist/src/cli.js');
 
@@ -65,8 +64,8 @@ async function writeWithSeedWriter(sql: Sql, bookId: string, docs: Iterable<Seed
  * still hashes generated documents. Documents of other books are the generator's.
  */
 async function writeWithCopy(t: Test, sql: Sql, bookId: string, docs: () => Iterable<SeedDocument>, count = [...docs()].length): Promise<void> {
-  const { loadGenerated: load } = await t.mockImport<typeof import('../../bench/lib/load-generated.js')>('../../bench/lib/load-generated.js', {
-    '../../src/generate/generator.js': {
+  const { loadGenerated: load } = await t.mockImport<typeof import('../../bench/lib/load-generated.js')>(new URL('../../bench/lib/load-generated.js', import.meta.url).href, {
+    [new URL('../../src/generate/generator.js', import.meta.url).href]: {
       generateDocuments: (opts: Parameters<typeof generateDocuments>[0]) => (opts.bookId === bookId ? docs() : generateDocuments(opts)),
     },
   });

@@ -89,7 +89,8 @@ export async function startServer(
 
 /**
  * buildApp of src/app.ts imported with the rewrite pool of lean-workers.ts, running `workerUrl`'s
- * module if given. tap resolves the specifiers relative to this file, the caller of mockImport.
+ * module if given. Specifiers are absolute: tap resolves relative ones against the caller's source
+ * (test/…/*.ts, through its source map), not the compiled module that runs.
  */
 async function appWithLeanWorkers(t: MockingTest, workerUrl: URL | undefined): Promise<typeof buildApp> {
   const RewritePool = await leanRewritePool(t);
@@ -100,10 +101,12 @@ async function appWithLeanWorkers(t: MockingTest, workerUrl: URL | undefined): P
   }
   // A mock reaches the module it is given to, not the modules below it: the exporter gets the
   // pool, and the app gets that exporter.
-  const exporter = await t.mockImport<typeof import('../../src/export/exporter.js')>('../../src/export/exporter.js', {
-    '../../src/export/rewrite/workers/rewrite-pool.js': { RewritePool: FixturePool },
+  const exporter = await t.mockImport<typeof import('../../src/export/exporter.js')>(new URL('../../src/export/exporter.js', import.meta.url).href, {
+    [new URL('../../src/export/rewrite/workers/rewrite-pool.js', import.meta.url).href]: { RewritePool: FixturePool },
   });
-  const mocked = await t.mockImport<typeof import('../../src/app.js')>('../../src/app.js', { '../../src/export/exporter.js': exporter });
+  const mocked = await t.mockImport<typeof import('../../src/app.js')>(new URL('../../src/app.js', import.meta.url).href, {
+    [new URL('../../src/export/exporter.js', import.meta.url).href]: exporter,
+  });
   return mocked.buildApp;
 }
 

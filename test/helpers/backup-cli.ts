@@ -3,11 +3,10 @@
  * tests: its exit code, standard output (bytes) and standard error, and how long it took.
  */
 import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { untracked } from '../../bench/lib/untracked.js';
+import { CLI } from './paths.js';
 
-export const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/src/cli.js');
+export { CLI };
 
 export interface BackupRun {
   code: number;

@@ -1,8 +1,7 @@
 /**
  * The rewrite pool for tests, its workers started without tap's mock loader. Workers inherit the
  * test process's execArgv, where that loader costs each of them about half a second of CPU to start
- * (more than the worker itself), and no worker mocks anything; the TypeScript loader and coverage
- * stay. Production's workers inherit only the shebang's V8 flags, which are per process anyway.
+ * (more than the worker itself), and no worker mocks anything; coverage stays. Production's workers inherit only the shebang's V8 flags, which are per process anyway.
  */
 import * as workerThreads from 'node:worker_threads';
 import type { RewritePool } from '../../src/export/rewrite/workers/rewrite-pool.js';
@@ -24,7 +23,7 @@ export interface MockingTest {
 
 /** src/export/rewrite/workers/rewrite-pool.ts imported with `leanWorkerThreads` (or `threads`). */
 export async function leanRewritePool(t: MockingTest, threads: object = leanWorkerThreads): Promise<typeof RewritePool> {
-  const pool = await t.mockImport<typeof import('../../src/export/rewrite/workers/rewrite-pool.js')>('../../src/export/rewrite/workers/rewrite-pool.js', {
+  const pool = await t.mockImport<typeof import('../../src/export/rewrite/workers/rewrite-pool.js')>(new URL('../../src/export/rewrite/workers/rewrite-pool.js', import.meta.url).href, {
     'node:worker_threads': threads,
   });
   return pool.RewritePool;

@@ -3,6 +3,7 @@
  * readiness follows the database through a TCP proxy the test cuts and restores, from a cached
  * check (a burst of probes sends nothing to PostgreSQL). SIGTERM's readiness is in test/server.test.ts.
  */
+import path from 'node:path';
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -13,6 +14,7 @@ import { createTestDatabase } from '../helpers/db.js';
 import { startLoggedServer } from '../helpers/logged-app.js';
 import { startTcpProxy, targetOf } from '../helpers/tcp-proxy.js';
 import { untracked } from '../../bench/lib/untracked.js';
+import { ROOT } from '../helpers/paths.js';
 
 // One database for the file: the tests only read it, each through a server (and proxy) of its own.
 const db = await createTestDatabase(t);
@@ -75,7 +77,7 @@ t.test('/readyz turns 503 when the database stops answering, and 200 again when 
 });
 
 t.test("the Docker image's HEALTHCHECK command asks /readyz: exit 0 when ready, 1 when not", async (t) => {
-  const dockerfile = readFileSync(new URL('../../Dockerfile', import.meta.url), 'utf8');
+  const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
   const cmd = JSON.parse(/HEALTHCHECK[^\n]*\\\n\s*CMD (\[.*\])/.exec(dockerfile)![1]!) as string[];
   t.equal(cmd[0], 'node');
   const proxy = await startTcpProxy(t, targetOf(db.url));

@@ -3,12 +3,14 @@
  * validator accepts, which lists every route the app serves and every status and error code of
  * the README's error table, with Retry-After where the README promises it.
  */
+import path from 'node:path';
 import { readFileSync } from 'node:fs';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import t from 'tap';
 import { ROUTES } from '../../src/http/routes.js';
 import { call } from '../helpers/http.js';
 import { startServer } from '../helpers/app.js';
+import { ROOT } from '../helpers/paths.js';
 
 interface Operation {
   responses: Record<string, { headers?: Record<string, unknown>; content?: Record<string, { schema: unknown }> }>;
@@ -39,7 +41,7 @@ t.test('/openapi.json: valid OpenAPI 3.1, every route, every status and code of 
     t.not(served.json?.code, 'NOT_FOUND', `${path} is a route the app serves`);
   }
 
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
   const section = readme.slice(readme.indexOf('### Errors'), readme.indexOf('### Limits'));
   const rows = [...section.matchAll(/^\| (\d{3}) \| `([A-Z_]+)` \| (.*) \|$/gm)].map((m) => ({ status: m[1]!, code: m[2]!, when: m[3]! }));
   t.ok(rows.length >= 10, 'the README error table');

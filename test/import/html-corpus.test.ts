@@ -6,8 +6,9 @@ import { fileURLToPath } from 'node:url';
 import { rewriteCorpusUrls } from '../../src/import/corpus-urls.js';
 import { scanHtmlCorpus } from '../../src/import/html-corpus.js';
 import type { SeedDocument } from '../../src/load/seed-types.js';
+import { sourceUrl } from '../helpers/paths.js';
 
-const corpus = fileURLToPath(new URL('./fixtures/corpus', import.meta.url));
+const corpus = fileURLToPath(sourceUrl(import.meta.url, './fixtures/corpus'));
 
 async function scan(dir: string, bookId = 'b1'): Promise<SeedDocument[]> {
   const docs: SeedDocument[] = [];

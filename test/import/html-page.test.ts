@@ -12,8 +12,9 @@ import fc from 'fast-check';
 import t from 'tap';
 import { pageFromHtml } from '../../src/import/html-page.js';
 import { treePageFromHtml } from '../helpers/tree-page.js';
+import { sourceUrl } from '../helpers/paths.js';
 
-const FIXTURES = fileURLToPath(new URL('./fixtures/corpus', import.meta.url));
+const FIXTURES = fileURLToPath(sourceUrl(import.meta.url, './fixtures/corpus'));
 const MANUAL = '/usr/share/doc/postgresql-doc-15/html';
 
 const read = (html: string, page = 'd/p.html') => pageFromHtml(html, page, 'fallback');

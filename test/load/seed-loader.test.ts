@@ -13,9 +13,10 @@ import t, { type Test } from 'tap';
 import type { Sql } from '../../src/db/connect.js';
 import { loadSeed } from '../../src/load/seed-loader.js';
 import { createTestDatabase } from '../helpers/db.js';
+import { sourceUrl } from '../helpers/paths.js';
 
 /** The example of seed-format.md, with its placeholder `contentYjs` replaced by real base64. */
-const EXAMPLE_TEXT = readFileSync(fileURLToPath(new URL('./fixtures/spec-example.json', import.meta.url)), 'utf8');
+const EXAMPLE_TEXT = readFileSync(fileURLToPath(sourceUrl(import.meta.url, './fixtures/spec-example.json')), 'utf8');
 const YJS_BASE64 = 'AQLd8+kBAAQBBXdlbGNvbWU=';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any

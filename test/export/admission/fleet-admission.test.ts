@@ -9,8 +9,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { Redis } from 'ioredis';
 import { redisKeyPrefix, seed, simpleSeed, startServer } from '../../helpers/app.js';
@@ -18,9 +16,8 @@ import { slowReader } from '../../helpers/clients.js';
 import { createTestDatabase } from '../../helpers/db.js';
 import { call } from '../../helpers/http.js';
 import { startTcpProxy, targetOf } from '../../helpers/tcp-proxy.js';
+import { CLI, ROOT } from '../../helpers/paths.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-const CLI = path.join(ROOT, 'dist/src/cli.js');
 const MB = 1024 * 1024;
 /** user-leases.ts's lease TTL, ms. */
 const LEASE_TTL_MS = 10_000;

@@ -10,17 +10,17 @@ import { freePort } from '../../../src/db/free-port.js';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import t, { type Test } from 'tap';
 import { LeaseLostError, UserCapReachedError, UserLeases, type UserLease } from '../../../src/export/admission/user-leases.js';
 import { redisKeyPrefix } from '../../helpers/app.js';
 import { recordUnhandledRejections } from '../../helpers/crashes.js';
 import { startTcpProxy } from '../../helpers/tcp-proxy.js';
+import { ROOT } from '../../helpers/paths.js';
 
 /** REDIS_KEY_PREFIX of this file's leases (users are unique to the run as well). */
 const PREFIX = redisKeyPrefix();
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const MODULE = pathToFileURL(path.join(ROOT, 'dist/src/export/admission/user-leases.js')).href;
 const redisUrl = process.env.REDIS_URL;
 const needsRedis = { skip: redisUrl ? false : 'REDIS_URL is not set: no Redis to share leases through' };

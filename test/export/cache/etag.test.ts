@@ -117,8 +117,8 @@ t.test('compressed bodies carry a weak ETag, identity bodies a strong one; both 
 
 t.test('a release that changes the rewriting rules changes every ETag (D9.1)', async (t) => {
   const real = await import('../../../src/export/rewrite/plans/rewrite-plan.js');
-  const bumped = await t.mockImport<typeof import('../../../src/export/cache/etag.js')>('../../../src/export/cache/etag.js', {
-    '../../../src/export/rewrite/plans/rewrite-plan.js': { ...real, PLAN_RULES_VERSION: real.PLAN_RULES_VERSION + 1 },
+  const bumped = await t.mockImport<typeof import('../../../src/export/cache/etag.js')>(new URL('../../../src/export/cache/etag.js', import.meta.url).href, {
+    [new URL('../../../src/export/rewrite/plans/rewrite-plan.js', import.meta.url).href]: { ...real, PLAN_RULES_VERSION: real.PLAN_RULES_VERSION + 1 },
   });
   const today = await import('../../../src/export/cache/etag.js');
   const representation = { bookId: 'b1', version: 'v1', excludeCategories: true, includeContentHtml: true, format: 'json', changedSince: null } as const;

@@ -22,7 +22,7 @@ const TABLE = [
 async function probedFromTable(t: Test, inode: string): Promise<number | null> {
   const read: string[] = [];
   const { sendQueueProbe: probeOf } = await t.mockImport<typeof import('../../../src/export/respond/send-queue.js')>(
-    '../../../src/export/respond/send-queue.js',
+    new URL('../../../src/export/respond/send-queue.js', import.meta.url).href,
     {
       'node:fs/promises': {
         readFile: async (file: string) => (read.push(file), TABLE),

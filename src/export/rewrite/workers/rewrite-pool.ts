@@ -5,7 +5,7 @@ import { packRequest, unpackReply, type RewriteReady, type RewriteReply } from '
 import { type Job, type Member, type RewritePoolLog, type RewritePoolOptions } from './rewrite-jobs.js';
 
 // Under the TypeScript loader of the tests this module is rewrite-pool.ts, and so is its worker.
-const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './rewrite-worker.ts' : './rewrite-worker.js', import.meta.url);
+const WORKER_URL = new URL('./rewrite-worker.js', import.meta.url);
 
 /** Wait before a dead worker is replaced, doubled with each death since a batch was last rewritten. */
 const RESPAWN_MIN_MS = 100;

@@ -16,8 +16,9 @@ import { doc, seed, simpleSeed, startServer, type TestServer } from '../../../he
 import { createTestDatabase } from '../../../helpers/db.js';
 import { seedGeneratedBooks } from '../../../helpers/generated-kb.js';
 import { storableHtml } from '../../../helpers/html-arbitrary.js';
+import { sourceUrl } from '../../../helpers/paths.js';
 
-const FIXTURES = new URL('../fixtures/', import.meta.url);
+const FIXTURES = sourceUrl(import.meta.url, '../fixtures/');
 const cases = JSON.parse(readFileSync(new URL('rewriter-cases.json', FIXTURES), 'utf8')) as { input: string }[];
 const manual = readdirSync(new URL('pg-manual/', FIXTURES)).map((f) => readFileSync(new URL(`pg-manual/${f}`, FIXTURES), 'utf8'));
 const random = fc.sample(storableHtml, { numRuns: 400, seed: 13 });

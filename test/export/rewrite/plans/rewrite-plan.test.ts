@@ -14,6 +14,7 @@ import { rewriteHtml } from '../../../../src/export/rewrite/rewriter/html-rewrit
 import { contentDigest, EMPTY_PLAN, jsonPrefixBytes, planFromEdits, planKey, PLAN_RULES_VERSION, splicedLength } from '../../../../src/export/rewrite/plans/rewrite-plan.js';
 import { arbitraryHtml } from '../../../helpers/html-arbitrary.js';
 import { applyPlan } from '../../../helpers/plans.js';
+import { sourceUrl } from '../../../helpers/paths.js';
 
 const json = (s: string) => Buffer.from(JSON.stringify(s));
 const prefixes = fc.constantFrom('/media/', '/cdn/m/', 'https://proxy.example/x?u=/', '/p/');
@@ -102,7 +103,7 @@ t.test('PLAN_RULES_VERSION changes when the rewriter\'s output does', async (t) 
   // Stored plans are trusted while the version is the same: a rewriter whose output changed under
   // an unchanged version would have old plans applied. If this fails after a deliberate change to
   // the rewriter, raise PLAN_RULES_VERSION and put the new digest here.
-  const cases = JSON.parse(readFileSync(new URL('../fixtures/rewriter-cases.json', import.meta.url), 'utf8')) as { input: string }[];
+  const cases = JSON.parse(readFileSync(sourceUrl(import.meta.url, '../fixtures/rewriter-cases.json'), 'utf8')) as { input: string }[];
   const inputs = [...cases.map((c) => c.input), ...fc.sample(arbitraryHtml, { numRuns: 500, seed: 42 })];
   const hash = createHash('sha256');
   for (const input of inputs) for (const prefix of ['/media/', '/cdn/m/']) hash.update(JSON.stringify(rewriteHtml(input, prefix))).update('\0');

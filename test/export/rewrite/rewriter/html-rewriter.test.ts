@@ -14,6 +14,7 @@ import {
 import { rewriteMediaUrl, rewriteSrcset } from '../../../../src/export/rewrite/rewriter/media-url.js';
 import { mapSrcsetUrls } from '../../../../src/export/rewrite/rewriter/srcset.js';
 import { rewriteJsonText } from '../../../helpers/plans.js';
+import { sourceUrl } from '../../../helpers/paths.js';
 
 interface Case {
   rule: string;
@@ -24,7 +25,7 @@ interface Case {
 
 const P = '/media/';
 const cases = JSON.parse(
-  readFileSync(new URL('../fixtures/rewriter-cases.json', import.meta.url), 'utf8'),
+  readFileSync(sourceUrl(import.meta.url, '../fixtures/rewriter-cases.json'), 'utf8'),
 ) as Case[];
 
 /** The tokenizer's result with no pre-check in front of it. */

@@ -4,12 +4,14 @@
  * a wrong byte somewhere in an export. parse5 and parse5-sax-parser are pinned to exact versions
  * in package.json; this test is what an upgrade must pass.
  */
+import path from 'node:path';
 import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { SAXParser, type StartTag } from 'parse5-sax-parser';
 import { SyncSaxParser } from '../../../../src/export/rewrite/rewriter/html-tokenizer.js';
+import { ROOT } from '../../../helpers/paths.js';
 
-const pkg = JSON.parse(readFileSync(new URL('../../../../package.json', import.meta.url), 'utf8')) as {
+const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
   dependencies: Record<string, string>;
 };
 
@@ -33,7 +35,7 @@ t.test('parse5 and parse5-sax-parser are pinned to the exact versions installed'
   for (const name of ['parse5', 'parse5-sax-parser']) {
     const wanted = pkg.dependencies[name];
     t.match(wanted, /^\d+\.\d+\.\d+$/, `${name} is an exact version in package.json`);
-    const manifest = new URL(`../../../../node_modules/${name}/package.json`, import.meta.url);
+    const manifest = path.join(ROOT, `node_modules/${name}/package.json`);
     const installed = (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version;
     t.equal(installed, wanted, `${name} installed is the pinned one`);
   }

@@ -11,7 +11,6 @@ import { Writable } from 'node:stream';
 import { doc, seed, simpleSeed, startServer } from '../../../helpers/app.js';
 import { createTestDatabase } from '../../../helpers/db.js';
 
-const EXT = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
 // 30 batches: the healthy export is still sending batches when the poison, the other's third, is reached.
 const HEALTHY_DOCS = 300;
 const POISONED_DOCS = 60;
@@ -35,7 +34,7 @@ t.test('a document that kills a rewrite worker fails its own export; a concurren
   });
   // One worker: every batch of both exports goes through the worker the poison kills.
   const env = { EXPORT_BATCH_SIZE: '10', REWRITE_OFFLOAD_BYTES: '0', EXPORT_CACHE_BYTES: '0', REWRITE_WORKERS: '1', LOG_LEVEL: 'warn' };
-  const server = await startServer(t, env, db, { workerUrl: new URL(`./fixtures/poison-worker.${EXT}`, import.meta.url), logger });
+  const server = await startServer(t, env, db, { workerUrl: new URL(`./fixtures/poison-worker.js`, import.meta.url), logger });
   const deaths = () =>
     lines
       .flatMap((l) => l.split('\n'))

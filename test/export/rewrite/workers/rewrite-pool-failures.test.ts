@@ -20,8 +20,7 @@ t.jobs = 3;
 
 const PREFIX = '/media/';
 const json = (html: string) => Buffer.from(JSON.stringify(html));
-const EXT = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
-const fixture = (name: string) => new URL(`./fixtures/${name}.${EXT}`, import.meta.url);
+const fixture = (name: string) => new URL(`./fixtures/${name}.js`, import.meta.url);
 
 interface LogLine {
   level: 'warn' | 'error';
