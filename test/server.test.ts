@@ -15,6 +15,7 @@ import { cliRuntime } from '../bench/lib/cli-runtime.js';
 import { freePort } from '../src/db/free-port.js';
 import { createTestDatabase } from './helpers/db.js';
 import { seed, seedSizedBook, simpleSeed } from './helpers/app.js';
+import { untracked } from '../bench/lib/untracked.js';
 import { CLI, ROOT } from './helpers/paths.js';
 
 interface Served {
@@ -23,14 +24,17 @@ interface Served {
   exited: Promise<number | null>;
 }
 
-/** Spawns `serve` with `env` (and nothing of this process's kb-export variables). */
-/** Runs the executable as production does (its shebang sets the runtime flags and environment). */
-function spawnServe(args: string[], env: Record<string, string>): Served {
+/**
+ * Spawns `serve` with `env` (and nothing of this process's kb-export variables), as production
+ * runs it: the shebang sets the runtime flags, and NODE_OPTIONS is `env`'s or none (untracked.ts).
+ */
+function spawnServe(args: string[], { NODE_OPTIONS = '', ...env }: Record<string, string>): Served {
   const base: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) {
     if (v !== undefined && !/^(DATABASE_URL|KB_|PORT|HOST|LOG_LEVEL|MEDIA_PROXY_PREFIX|REDIS_URL|TRUST_PROXY)/.test(k)) base[k] = v;
   }
-  const child = spawn(CLI, ['serve', ...args], { cwd: ROOT, env: { ...base, PORT: '0', ...env } });
+  const [command, argv] = untracked([CLI, 'serve', ...args], NODE_OPTIONS);
+  const child = spawn(command, argv, { cwd: ROOT, env: { ...base, PORT: '0', ...env } });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));

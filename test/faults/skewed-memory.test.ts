@@ -12,6 +12,7 @@ import { request } from 'undici';
 import { freePort } from '../../src/db/free-port.js';
 import { seed, simpleSeed } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
+import { untracked } from '../../bench/lib/untracked.js';
 import { CLI } from '../helpers/paths.js';
 
 const MB = 1024 * 1024;
@@ -44,9 +45,10 @@ t.test('20 documents of 8 MB after 1,000 small ones: complete body, peak RSS wit
 
   const port = await freePort();
   // The executable itself, so the shebang's runtime settings apply as in production; without tap's
-  // coverage collection, whose counters the shipped server does not carry.
-  const child = spawn(CLI, ['serve'], {
-    env: { ...process.env, DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', EXPORT_CACHE_BYTES: '0', _TAPJS_PROCESSINFO_COVERAGE_: '0' },
+  // hooks and coverage counters, which the shipped server does not carry.
+  const [command, argv] = untracked([CLI, 'serve']);
+  const child = spawn(command, argv, {
+    env: { ...process.env, DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', EXPORT_CACHE_BYTES: '0' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';

@@ -16,6 +16,7 @@ import { slowReader } from '../../helpers/clients.js';
 import { createTestDatabase } from '../../helpers/db.js';
 import { call } from '../../helpers/http.js';
 import { startTcpProxy, targetOf } from '../../helpers/tcp-proxy.js';
+import { untracked } from '../../../bench/lib/untracked.js';
 import { CLI, ROOT } from '../../helpers/paths.js';
 
 const MB = 1024 * 1024;
@@ -49,7 +50,8 @@ function serve(env: Record<string, string>): Served {
   for (const [k, v] of Object.entries(process.env)) {
     if (v !== undefined && !/^(DATABASE_|KB_|PORT|HOST|LOG_LEVEL|REDIS_URL|EXPORT_|REPLICA_)/.test(k)) inherited[k] = v;
   }
-  const child = spawn(CLI, ['serve'], { cwd: ROOT, env: { ...inherited, PORT: '0', HOST: '127.0.0.1', ...env } });
+  const [command, argv] = untracked([CLI, 'serve']);
+  const child = spawn(command, argv, { cwd: ROOT, env: { ...inherited, PORT: '0', HOST: '127.0.0.1', ...env } });
   let out = '';
   const exited = new Promise((resolve) => child.on('exit', resolve));
   const base = new Promise<string>((resolve, reject) => {
