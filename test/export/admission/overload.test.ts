@@ -37,15 +37,7 @@ async function nonReader(server: LoggedServer, user: string): Promise<net.Socket
   return socket;
 }
 
-async function until(what: string, check: () => boolean, limitMs = 5000): Promise<void> {
-  const start = Date.now();
-  while (!check()) {
-    if (Date.now() - start > limitMs) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
-
-async function untilAsync(what: string, check: () => Promise<boolean>, limitMs = 5000): Promise<void> {
+async function until(what: string, check: () => boolean | Promise<boolean>, limitMs = 5000): Promise<void> {
   const start = Date.now();
   while (!(await check())) {
     if (Date.now() - start > limitMs) throw new Error(`timed out waiting for ${what}`);
@@ -73,7 +65,7 @@ t.test('queue full: 503 at once; a queued request that waits too long: 503; both
   await until('the holder to stream', () => server.begun() === 1);
 
   const queued = call(server.url, PATH, { auth: auth('u2') });
-  await untilAsync('the request to queue', async () => (await waiting(server)) === 1);
+  await until('the request to queue', async () => (await waiting(server)) === 1);
   const started = Date.now();
   const full = await call(server.url, PATH, { auth: auth('u3') });
   t.equal(full.status, 503, 'the queue is full');
@@ -112,7 +104,7 @@ t.test('a client that leaves the queue never reaches the database; the slot goes
   const holder = await nonReader(server, 'u1');
   await until('the holder to stream', () => server.begun() === 1);
   const leaver = await nonReader(server, 'u2');
-  await untilAsync('the leaver to be looked up and queued', async () => (await waiting(server)) === 1);
+  await until('the leaver to be looked up and queued', async () => (await waiting(server)) === 1);
   leaver.destroy();
   const waiter = call(server.url, PATH, { auth: auth('u3') });
   await sleep(100);
@@ -148,7 +140,7 @@ for (const how of ['close', 'half-close'] as const) {
     const server = await startLoggedServer(t, db.url, { EXPORT_CONCURRENCY: '1', EXPORT_QUEUE_MAX: '0', STALL_TIMEOUT_MS: '60000' });
     const lock = await lockKeys(db);
     const early = await nonReader(server, 'u2');
-    await untilAsync('the lookup to wait on the lock', () => lockWaiter(db));
+    await until('the lookup to wait on the lock', () => lockWaiter(db));
     if (how === 'close') early.destroy();
     else early.end();
     await sleep(100);

@@ -30,9 +30,8 @@ const twoWorkers = new RewritePool(2);
 t.teardown(() => twoWorkers.close());
 
 t.test('texts come back rewritten exactly as on the event loop, unchanged ones as the same Buffer', async (t) => {
-  const pool = twoWorkers;
   for (const text of TEXTS) t.ok(jsonHtmlMayNeedRewrite(text), 'fixture is flagged by the pre-check');
-  const out = await rewrittenByPool(pool, TEXTS, PREFIX);
+  const out = await rewrittenByPool(twoWorkers, TEXTS, PREFIX);
   t.equal(out.length, TEXTS.length);
   TEXTS.forEach((text, i) => {
     const expected = rewriteJsonText(text, PREFIX);
@@ -41,15 +40,14 @@ t.test('texts come back rewritten exactly as on the event loop, unchanged ones a
   });
   t.equal(out[1], TEXTS[1], 'an absolute URL is left alone (D3.2): same Buffer');
   t.match(out[0]!.toString(), /src=\\"\/media\/a\/b.png\\"/);
-  t.same(await rewrittenByPool(pool, [], PREFIX), [], 'an empty batch');
+  t.same(await rewrittenByPool(twoWorkers, [], PREFIX), [], 'an empty batch');
 });
 
 t.test('concurrent batches on two workers each get their own reply, in order', async (t) => {
-  const pool = twoWorkers;
   const batches = Array.from({ length: 40 }, (_, b) =>
     Array.from({ length: 1 + (b % 7) }, (_, i) => json(`<p>${b}-${i}</p>${'<b>x</b>'.repeat((b * 31 + i) % 500)}<img src="i${b}-${i}.png">`)),
   );
-  const results = await Promise.all(batches.map((texts) => rewrittenByPool(pool, texts, `/m${batches.indexOf(texts)}/`)));
+  const results = await Promise.all(batches.map((texts) => rewrittenByPool(twoWorkers, texts, `/m${batches.indexOf(texts)}/`)));
   results.forEach((out, b) => {
     t.equal(out.length, batches[b]!.length);
     out.forEach((o, i) => t.ok(o.toString().includes(`src=\\"/m${b}/i${b}-${i}.png\\"`), `batch ${b} text ${i}`));
