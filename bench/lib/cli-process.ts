@@ -46,11 +46,9 @@ export interface CliRun {
   seconds: number;
 }
 
-/** The built executable, from this file's place in dist/bench/lib or bench/lib. */
+/** The built executable, dist/src/cli.js, beside this file's dist/bench/lib. */
 export function cliPath(): string {
-  const here = path.dirname(fileURLToPath(import.meta.url));
-  const root = path.basename(path.dirname(path.dirname(here))) === 'dist' ? path.resolve(here, '../../..') : path.resolve(here, '../..');
-  return path.join(root, 'dist/src/cli.js');
+  return path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../src/cli.js');
 }
 
 /**

@@ -45,9 +45,8 @@ export interface ServerOptions {
   coverage?: boolean;
 }
 
-const HERE = path.dirname(fileURLToPath(import.meta.url));
-// The built server either way: tests import this file from its TypeScript source, beside no server.js.
-const DIST = HERE.split(path.sep).includes('dist') ? path.join(HERE, '..', '..') : path.join(HERE, '..', '..', 'dist');
+// This file runs compiled, from dist/bench/lib, for benchmarks and tests alike.
+const DIST = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SERVER_JS = path.join(DIST, 'bench', 'server.js');
 const CLI_JS = path.join(DIST, 'src', 'cli.js');
 

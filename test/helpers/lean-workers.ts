@@ -1,7 +1,8 @@
 /**
  * The rewrite pool for tests, its workers started without tap's mock loader. Workers inherit the
  * test process's execArgv, where that loader costs each of them about half a second of CPU to start
- * (more than the worker itself), and no worker mocks anything; coverage stays. Production's workers inherit only the shebang's V8 flags, which are per process anyway.
+ * (more than the worker itself), and no worker mocks anything; coverage stays. Production's workers
+ * inherit only the shebang's V8 flags, which are per process anyway.
  */
 import * as workerThreads from 'node:worker_threads';
 import type { RewritePool } from '../../src/export/rewrite/workers/rewrite-pool.js';
