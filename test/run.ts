@@ -24,6 +24,7 @@ async function main(): Promise<number> {
   }
   try {
     const tap = path.resolve('node_modules/.bin/tap');
+    await buildTapForPlugins(tap);
     const args = process.argv.slice(2).map(compiled);
     // More files than cores, as the suite waits on timers, sockets and child processes; not twice
     // as many, which brings the fault tests' /livez latencies close to their bounds.
@@ -41,6 +42,21 @@ async function main(): Promise<number> {
       await rm(dataDir, { recursive: true, force: true });
     }
   }
+}
+
+/**
+ * Rebuilds tap's Test class when it was not built for `.taprc`'s plugins (as after `npm ci`).
+ * tap rebuilds it by itself, but that run's test processes still get the old build's `--import`
+ * loaders (tap 21): on a fresh clone, the TypeScript loader that `.taprc` turns off.
+ */
+async function buildTapForPlugins(tap: string): Promise<void> {
+  const [{ TapConfig }, { signature }] = await Promise.all([import('@tapjs/config'), import('@tapjs/test')]);
+  if ((await TapConfig.load()).pluginSignature === signature) return;
+  process.stderr.write('building tap for the plugins in .taprc\n');
+  const code = await new Promise<number | null>((resolve) => {
+    spawn(tap, ['build'], { stdio: ['ignore', 'ignore', 'inherit'] }).on('exit', resolve);
+  });
+  if (code !== 0) throw new Error(`tap build exited with ${code}`);
 }
 
 /** `test/x/y.test.ts` or `test/x` as dist/test's compiled file or folder; other arguments as given. */
