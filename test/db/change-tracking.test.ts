@@ -42,8 +42,9 @@ interface Removal {
   was_category: boolean;
 }
 
+// Ordered by the xid8 column, not by its text in the select list ("1000" sorts before "991").
 const removals = (sql: Sql) =>
-  sql<Removal[]>`SELECT book_id, document_id, removed_xid::text, reason, was_category FROM document_removals ORDER BY removed_xid, document_id`;
+  sql<Removal[]>`SELECT book_id, document_id, removed_xid::text, reason, was_category FROM document_removals ORDER BY document_removals.removed_xid, document_id`;
 
 t.test('a change to any exported column sets changed_xid to its transaction, and changes nothing else', async (t) => {
   const { sql } = await createTestDatabase(t);
