@@ -17,6 +17,8 @@ export interface RawAnswer {
   json: any;
   /** Milliseconds from connecting until the server closed the connection; undefined if it did not before the deadline. */
   closedAfterMs: number | undefined;
+  /** The socket's first error code (ECONNRESET, EPIPE), if any. */
+  error: string | undefined;
 }
 
 export interface RawOptions {
@@ -27,7 +29,7 @@ export interface RawOptions {
 }
 
 /** Parses the first response of `raw` (status line, headers, Content-Length body). */
-export function parseResponse(raw: string): Omit<RawAnswer, 'raw' | 'closedAfterMs'> {
+export function parseResponse(raw: string): Omit<RawAnswer, 'raw' | 'closedAfterMs' | 'error'> {
   const end = raw.indexOf('\r\n\r\n');
   const m = /^HTTP\/1\.[01] (\d{3})/.exec(raw);
   if (end < 0 || !m) return { status: undefined, headers: {}, body: '', json: undefined };
@@ -54,9 +56,12 @@ export function rawRequest(port: number, data: string | Buffer, opts: RawOptions
     const started = Date.now();
     const chunks: Buffer[] = [];
     let closedAfterMs: number | undefined;
+    let error: string | undefined;
     let timer: NodeJS.Timeout | undefined;
     // Writes after the server closed may fail (EPIPE, ECONNRESET): what came before still counts.
-    socket.on('error', () => {});
+    socket.on('error', (err: NodeJS.ErrnoException) => {
+      error ??= err.code;
+    });
     socket.on('data', (d: Buffer) => chunks.push(d));
     socket.on('connect', () => {
       socket.write(data);
@@ -81,7 +86,7 @@ export function rawRequest(port: number, data: string | Buffer, opts: RawOptions
       clearTimeout(deadline);
       clearInterval(timer);
       const raw = Buffer.concat(chunks).toString('latin1');
-      resolve({ raw, ...parseResponse(raw), closedAfterMs });
+      resolve({ raw, ...parseResponse(raw), closedAfterMs, error });
     });
   });
 }

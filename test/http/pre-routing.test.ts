@@ -97,7 +97,7 @@ t.test('D7.4: a client that keeps sending and reads late still gets its 408: the
   // Closing while the client still sends makes its kernel answer the next bytes with a reset, which
   // discards an answer the client has not read yet; a busy client reads late.
   const lateReader = () =>
-    new Promise<{ answer: RawAnswer; error: string | undefined }>((resolve) => {
+    new Promise<RawAnswer>((resolve) => {
       const socket = connect(port, '127.0.0.1');
       const chunks: Buffer[] = [];
       let error: string | undefined;
@@ -115,12 +115,12 @@ t.test('D7.4: a client that keeps sending and reads late still gets its 408: the
       });
       socket.on('close', () => {
         const raw = Buffer.concat(chunks).toString('latin1');
-        resolve({ answer: { raw, ...parseResponse(raw), closedAfterMs: Date.now() - started }, error });
+        resolve({ raw, ...parseResponse(raw), closedAfterMs: Date.now() - started, error });
       });
     });
-  for (const [i, { answer, error }] of (await Promise.all([lateReader(), lateReader(), lateReader()])).entries()) {
+  for (const [i, answer] of (await Promise.all([lateReader(), lateReader(), lateReader()])).entries()) {
     isEnvelope(t, answer, 408, 'REQUEST_TIMEOUT', `late reader ${i + 1}`);
-    t.equal(error, undefined, `late reader ${i + 1}: no reset (${error})`);
+    t.equal(answer.error, undefined, `late reader ${i + 1}: no reset (${answer.error})`);
     t.ok(answer.closedAfterMs! < TIMEOUT_MS + 5000, `late reader ${i + 1}: closed after ${answer.closedAfterMs} ms`);
   }
 });
@@ -244,7 +244,13 @@ t.test('D7.4: 1,000 slow clients (bodies and headers trickled 2 bytes every 100 
   // A process of its own, so its RSS is the server's alone (/proc/<pid>/status).
   // A request timeout long enough that "cut at once" and "cut by the timeout" stay apart on a
   // loaded two-core machine, where opening 1,000 connections alone takes a second or two.
-  const server = await startServerProcess({ databaseUrl: srv.db.url, env: { REQUEST_TIMEOUT_MS: '4000' }, coverage: false });
+  // Without D8.8's event-loop guard: on a starved host it answers some of these 503 before the
+  // 405/413 this test is about (seen in CI as one envelope of 500 missing).
+  const server = await startServerProcess({
+    databaseUrl: srv.db.url,
+    env: { REQUEST_TIMEOUT_MS: '4000', MAX_EVENT_LOOP_DELAY_MS: '0' },
+    coverage: false,
+  });
   t.teardown(() => server.stop());
   const p = portOf(server.base);
   await server.resetPeak();
@@ -260,13 +266,18 @@ t.test('D7.4: 1,000 slow clients (bodies and headers trickled 2 bytes every 100 
   const answers = await Promise.all([...bodies, ...headers]);
   const allCutMs = Date.now() - started;
   const peak = await server.peakRss();
-  const wrong = (expect: (r: RawAnswer, i: number) => boolean, list: RawAnswer[]) => list.filter((r, i) => !expect(r, i)).length;
+  // The first three that missed, as the client saw them.
+  const wrong = (expect: (r: RawAnswer, i: number) => boolean, list: RawAnswer[]) =>
+    list
+      .filter((r, i) => !expect(r, i))
+      .slice(0, 3)
+      .map((r) => ({ status: r.status, code: r.json?.code, closedAfterMs: r.closedAfterMs, error: r.error, bytes: r.raw.length }));
   const bodyAnswers = answers.slice(0, N);
   const headerAnswers = answers.slice(N);
-  t.equal(wrong((r, i) => r.json?.code === (i % 2 ? 'METHOD_NOT_ALLOWED' : 'PAYLOAD_TOO_LARGE') && r.json?.success === false, bodyAnswers), 0, 'each body trickler got its 405 or 413 envelope');
-  t.equal(wrong((r) => r.closedAfterMs !== undefined && r.closedAfterMs < 3500, bodyAnswers), 0, 'each was cut at once, not after the request timeout');
-  t.equal(wrong((r) => r.json?.code === 'REQUEST_TIMEOUT' && r.status === 408, headerAnswers), 0, 'each header trickler got the 408 envelope');
-  t.equal(wrong((r) => r.closedAfterMs !== undefined && r.closedAfterMs < 8000, headerAnswers), 0, 'each was cut within seconds of REQUEST_TIMEOUT_MS');
+  t.same(wrong((r, i) => r.json?.code === (i % 2 ? 'METHOD_NOT_ALLOWED' : 'PAYLOAD_TOO_LARGE') && r.json?.success === false, bodyAnswers), [], 'each body trickler got its 405 or 413 envelope');
+  t.same(wrong((r) => r.closedAfterMs !== undefined && r.closedAfterMs < 3500, bodyAnswers), [], 'each was cut at once, not after the request timeout');
+  t.same(wrong((r) => r.json?.code === 'REQUEST_TIMEOUT' && r.status === 408, headerAnswers), [], 'each header trickler got the 408 envelope');
+  t.same(wrong((r) => r.closedAfterMs !== undefined && r.closedAfterMs < 8000, headerAnswers), [], 'each was cut within seconds of REQUEST_TIMEOUT_MS');
   t.ok(allCutMs < 12_000, `all ${2 * N} connections were closed after ${allCutMs} ms`);
   const grownMb = (peak - before) / 1024 / 1024;
   t.ok(grownMb < 40, `peak RSS grew by ${grownMb.toFixed(1)} MB (from ${(before / 1024 / 1024).toFixed(0)} MB)`);
