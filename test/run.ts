@@ -50,7 +50,11 @@ async function main(): Promise<number> {
  * loaders (tap 21): on a fresh clone, the TypeScript loader that `.taprc` turns off.
  */
 async function buildTapForPlugins(tap: string): Promise<void> {
-  const [{ TapConfig }, { signature }] = await Promise.all([import('@tapjs/config'), import('@tapjs/test')]);
+  // In the order tap loads them: @tapjs/core and @tapjs/test import each other, and with
+  // @tapjs/test first, Node 24 reaches a class of it before it is initialised.
+  await import('@tapjs/core');
+  const { signature } = await import('@tapjs/test');
+  const { TapConfig } = await import('@tapjs/config');
   if ((await TapConfig.load()).pluginSignature === signature) return;
   process.stderr.write('building tap for the plugins in .taprc\n');
   const code = await new Promise<number | null>((resolve) => {
