@@ -14,7 +14,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { request } from 'undici';
 import { doc, seed, simpleSeed, startServer } from '../helpers/app.js';
-import { CLI, runCli } from '../helpers/backup-cli.js';
+import { runCli } from '../helpers/backup-cli.js';
+import { CLI } from '../helpers/paths.js';
 import { startTcpProxy } from '../helpers/tcp-proxy.js';
 
 interface Doc {

@@ -6,8 +6,6 @@ import { execFile } from 'node:child_process';
 import { untracked } from '../../bench/lib/untracked.js';
 import { CLI } from './paths.js';
 
-export { CLI };
-
 export interface BackupRun {
   code: number;
   stdout: Buffer;

@@ -24,6 +24,8 @@ export interface RawAnswer {
 export interface RawOptions {
   /** After `data`, these bytes again every `everyMs` while the connection is open. */
   trickle?: { bytes: string; everyMs: number };
+  /** Reads nothing for this long, then stops trickling and reads: a busy client that reads late. */
+  readAfterMs?: number;
   /** The socket is destroyed after this long if the server has not closed it (default 10 s). */
   deadlineMs?: number;
 }
@@ -64,12 +66,19 @@ export function rawRequest(port: number, data: string | Buffer, opts: RawOptions
     });
     socket.on('data', (d: Buffer) => chunks.push(d));
     socket.on('connect', () => {
+      if (opts.readAfterMs !== undefined) socket.pause();
       socket.write(data);
       if (opts.trickle) {
         const { bytes, everyMs } = opts.trickle;
         timer = setInterval(() => {
           if (!socket.destroyed && socket.writable) socket.write(bytes);
         }, everyMs);
+      }
+      if (opts.readAfterMs !== undefined) {
+        setTimeout(() => {
+          clearInterval(timer);
+          socket.resume();
+        }, opts.readAfterMs);
       }
     });
     let gaveUp = false;

@@ -97,27 +97,7 @@ t.test('D7.4: a client that keeps sending and reads late still gets its 408: the
   // Closing while the client still sends makes its kernel answer the next bytes with a reset, which
   // discards an answer the client has not read yet; a busy client reads late.
   const lateReader = () =>
-    new Promise<RawAnswer>((resolve) => {
-      const socket = connect(port, '127.0.0.1');
-      const chunks: Buffer[] = [];
-      let error: string | undefined;
-      const started = Date.now();
-      socket.on('error', (err: NodeJS.ErrnoException) => (error = err.code));
-      socket.on('data', (d: Buffer) => chunks.push(d));
-      socket.on('connect', () => {
-        socket.pause();
-        socket.write(`GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nX-Slow: `);
-        const trickle = setInterval(() => socket.writable && socket.write('ab'), 100);
-        setTimeout(() => {
-          clearInterval(trickle);
-          socket.resume();
-        }, TIMEOUT_MS + 1500);
-      });
-      socket.on('close', () => {
-        const raw = Buffer.concat(chunks).toString('latin1');
-        resolve({ raw, ...parseResponse(raw), closedAfterMs: Date.now() - started, error });
-      });
-    });
+    rawRequest(port, `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nX-Slow: `, { trickle: { bytes: 'ab', everyMs: 100 }, readAfterMs: TIMEOUT_MS + 1500 });
   for (const [i, answer] of (await Promise.all([lateReader(), lateReader(), lateReader()])).entries()) {
     isEnvelope(t, answer, 408, 'REQUEST_TIMEOUT', `late reader ${i + 1}`);
     t.equal(answer.error, undefined, `late reader ${i + 1}: no reset (${answer.error})`);

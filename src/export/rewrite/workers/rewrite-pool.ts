@@ -4,7 +4,6 @@ import { Worker } from 'node:worker_threads';
 import { packRequest, unpackReply, type RewriteReady, type RewriteReply } from './rewrite-batch.js';
 import { type Job, type Member, type RewritePoolLog, type RewritePoolOptions } from './rewrite-jobs.js';
 
-// Under the TypeScript loader of the tests this module is rewrite-pool.ts, and so is its worker.
 const WORKER_URL = new URL('./rewrite-worker.js', import.meta.url);
 
 /** Wait before a dead worker is replaced, doubled with each death since a batch was last rewritten. */
