@@ -17,7 +17,7 @@ export interface SnapshotTimeouts {
 }
 
 export interface Snapshot {
-  /** Rows as arrays of Buffers when `raw`. Rejects with DependencyError past `timeoutMs`, or the snapshot's failure. */
+  /** Rows as arrays of Buffers when `raw`. Rejects with DependencyError past `timeoutMs`, or at once with the snapshot's failure. */
   query<T>(text: string, params: readonly unknown[], opts: { raw?: boolean; timeoutMs: number }): Promise<T>;
 }
 
@@ -30,10 +30,19 @@ export async function inSnapshot<T>(
 ): Promise<T> {
   let failure: unknown = null;
   let fail!: (err: unknown) => void;
+  // postgres.js never answers the statements it held back behind one it describes first (one with
+  // parameters) when the connection is lost: once the snapshot fails, every statement still
+  // waiting fails with it, and no statement's timer outlives the snapshot.
+  const waiting = new Set<{ timer: NodeJS.Timeout; reject: (err: unknown) => void }>();
   const failed = new Promise<never>((_, reject) => {
     fail = (err: unknown) => {
       failure ??= err;
       reject(failure);
+      for (const statement of waiting) {
+        clearTimeout(statement.timer);
+        statement.reject(failure);
+      }
+      waiting.clear();
     };
   });
   failed.catch(() => {});
@@ -56,13 +65,27 @@ export async function inSnapshot<T>(
         check();
         const q = tx.unsafe(text, params as never[]);
         const running = (opts.raw ? q.raw() : q).execute() as unknown as Promise<R>;
-        const timer = setTimeout(() => fail(new DependencyError('database', `no answer within ${opts.timeoutMs} ms`)), opts.timeoutMs);
-        const settled = running.finally(() => clearTimeout(timer));
-        // Awaited by the caller, or already the snapshot's failure: never unhandled.
-        settled.catch(() => {});
-        return settled.then((rows) => {
-          check();
-          return rows;
+        return new Promise<R>((resolve, reject) => {
+          const statement = {
+            timer: setTimeout(() => fail(new DependencyError('database', `no answer within ${opts.timeoutMs} ms`)), opts.timeoutMs),
+            reject,
+          };
+          waiting.add(statement);
+          const answered = () => {
+            clearTimeout(statement.timer);
+            waiting.delete(statement);
+          };
+          running.then(
+            (rows) => {
+              answered();
+              if (failure === null) resolve(rows);
+              else reject(failure);
+            },
+            (err: unknown) => {
+              answered();
+              reject(err);
+            },
+          );
         });
       },
     };
