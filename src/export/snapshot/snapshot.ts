@@ -71,21 +71,11 @@ export async function inSnapshot<T>(
             reject,
           };
           waiting.add(statement);
-          const answered = () => {
+          // After the snapshot failed, fail() has rejected this promise already: a late answer changes nothing.
+          running.then(resolve, reject).finally(() => {
             clearTimeout(statement.timer);
             waiting.delete(statement);
-          };
-          running.then(
-            (rows) => {
-              answered();
-              if (failure === null) resolve(rows);
-              else reject(failure);
-            },
-            (err: unknown) => {
-              answered();
-              reject(err);
-            },
-          );
+          });
         });
       },
     };
