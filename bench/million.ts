@@ -10,6 +10,7 @@ import { loadConfig } from '../src/config.js';
 import { warmPlans } from '../src/cli/warm-command.js';
 import { BENCH_KEY, BENCH_USER, openBenchDatabase } from './lib/datasets.js';
 import { copyOnce, exportOnce, median } from './lib/http-client.js';
+import { ensureOwner } from './lib/load-generated.js';
 import { startServer } from './lib/server-process.js';
 import { fmt, mb, type ResultRow, type ScenarioResult } from './result.js';
 import type { Sql } from '../src/db/connect.js';
@@ -23,6 +24,8 @@ async function ensureMillion(sql: Sql, log: (l: string) => void): Promise<void> 
   const [row] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM documents WHERE book_id = ${BOOK}`;
   if (row!.n === DOCUMENTS) return;
   log(`11. generating ${DOCUMENTS.toLocaleString('en')} small documents in PostgreSQL`);
+  // Run alone on a new bench database, no other scenario has created the owner.
+  await sql.begin((tx) => ensureOwner(tx, BENCH_USER, BENCH_KEY));
   await sql`DELETE FROM books WHERE id = ${BOOK}`;
   await sql`INSERT INTO books (id, owner_id, slug, name) VALUES (${BOOK}, ${BENCH_USER}, ${SLUG}, 'A million small documents')`;
   await sql.unsafe(

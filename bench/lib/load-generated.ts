@@ -239,6 +239,23 @@ interface LoadGeneratedResult {
 }
 
 /**
+ * Creates user `userId` and its API key `apiKey` unless they exist. Throws when the key belongs to
+ * another user, is revoked or expired, or its id is taken.
+ */
+export async function ensureOwner(tx: postgres.TransactionSql, userId: string, apiKey: string, userName = userId): Promise<void> {
+  await tx`INSERT INTO users (id, name) VALUES (${userId}, ${userName}) ON CONFLICT (id) DO NOTHING`;
+  const hash = hashApiKey(apiKey);
+  await tx`
+    INSERT INTO api_keys (id, user_id, key_hash)
+    VALUES (${apiKeyId(userId, apiKey)}, ${userId}, ${hash})
+    ON CONFLICT DO NOTHING`;
+  const [key] = await tx<{ ok: boolean }[]>`
+    SELECT user_id = ${userId} AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()) AS ok
+    FROM api_keys WHERE key_hash = ${hash}`;
+  if (!key?.ok) throw new Error(`loadGenerated: the API key exists for another user, is revoked or expired, or its id is taken`);
+}
+
+/**
  * Loads generated knowledge base `bookSlug` (id `bookId`) owned by `userId`, who can export it with
  * `apiKey`: user and key are created when missing (a key that exists for another user, or is
  * revoked or expired, is an error); the book and its documents are written in one transaction.
@@ -256,16 +273,7 @@ export async function loadGenerated(sql: Sql, opts: LoadGeneratedOptions): Promi
   const book = generatedBook({ bookId: opts.bookId, bookSlug: opts.bookSlug, userId: opts.userId, documents, seed });
   const result = await inTransaction(sql, async (tx) => {
     await tx`SET LOCAL TimeZone = 'UTC'`;
-    await tx`INSERT INTO users (id, name) VALUES (${opts.userId}, ${opts.userName ?? opts.userId}) ON CONFLICT (id) DO NOTHING`;
-    const hash = hashApiKey(opts.apiKey);
-    await tx`
-      INSERT INTO api_keys (id, user_id, key_hash)
-      VALUES (${apiKeyId(opts.userId, opts.apiKey)}, ${opts.userId}, ${hash})
-      ON CONFLICT DO NOTHING`;
-    const [key] = await tx<{ ok: boolean }[]>`
-      SELECT user_id = ${opts.userId} AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()) AS ok
-      FROM api_keys WHERE key_hash = ${hash}`;
-    if (!key?.ok) throw new Error(`loadGenerated: the API key exists for another user, is revoked or expired, or its id is taken`);
+    await ensureOwner(tx, opts.userId, opts.apiKey, opts.userName);
 
     const [have] = await tx<{ owner_id: string; slug: string; description: string | null; n: number }[]>`
       SELECT owner_id, slug, description, (SELECT count(*)::int FROM documents WHERE book_id = b.id) AS n
