@@ -24,7 +24,7 @@ async function ensureMillion(sql: Sql, log: (l: string) => void): Promise<void> 
   const [row] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM documents WHERE book_id = ${BOOK}`;
   if (row!.n === DOCUMENTS) return;
   log(`11. generating ${DOCUMENTS.toLocaleString('en')} small documents in PostgreSQL`);
-  // Run alone on a new bench database, no other scenario has created the owner.
+  // Run alone on a new bench database, nothing has created the owner yet.
   await sql.begin((tx) => ensureOwner(tx, BENCH_USER, BENCH_KEY));
   await sql`DELETE FROM books WHERE id = ${BOOK}`;
   await sql`INSERT INTO books (id, owner_id, slug, name) VALUES (${BOOK}, ${BENCH_USER}, ${SLUG}, 'A million small documents')`;

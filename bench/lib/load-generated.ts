@@ -252,7 +252,7 @@ export async function ensureOwner(tx: postgres.TransactionSql, userId: string, a
   const [key] = await tx<{ ok: boolean }[]>`
     SELECT user_id = ${userId} AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()) AS ok
     FROM api_keys WHERE key_hash = ${hash}`;
-  if (!key?.ok) throw new Error(`loadGenerated: the API key exists for another user, is revoked or expired, or its id is taken`);
+  if (!key?.ok) throw new Error(`user "${userId}": the API key exists for another user, is revoked or expired, or its id is taken`);
 }
 
 /**
