@@ -1,6 +1,6 @@
 /**
  * A hostile tenant against the real server, a child process whose peak RSS (VmHWM) is read from
- * /proc, with `/livez` polled from a second client and another user exporting meanwhile
+ * /proc, with `/livez` polled from a worker thread and another user exporting meanwhile
  * (decisions.md D8.8, D8.9):
  * - a document of nothing but media tags (2 MB and 8 MB of `<img src=a>`): rewritten off the event
  *   loop or in slices, in memory that grows with its size, not with its 180,000-730,000 URLs;
@@ -13,35 +13,12 @@ import { request } from 'undici';
 import { startServer as startServerProcess, type ServerProcess } from '../../bench/lib/server-process.js';
 import { redisKeyPrefix, seedSizedBook } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
+import { pollLivez } from '../helpers/livez-poller.js';
 
 const MB = 1024 * 1024;
 const TAG = '<img src=a>';
 /** decisions.md D8.8: what `/livez` must answer within while a tenant's document is processed. */
 const LIVEZ_MS = 250;
-
-/** Polls `/livez` every 20 ms until stopped; resolves with the slowest answer, ms. */
-function pollLivez(base: string): { stop: () => Promise<{ worst: number; polls: number }> } {
-  let running = true;
-  let worst = 0;
-  let polls = 0;
-  const loop = (async () => {
-    while (running) {
-      const start = performance.now();
-      const res = await request(`${base}/livez`);
-      await res.body.dump();
-      worst = Math.max(worst, performance.now() - start);
-      polls++;
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  })();
-  return {
-    async stop() {
-      running = false;
-      await loop;
-      return { worst, polls };
-    },
-  };
-}
 
 /**
  * Runs a measured scenario once more when its `/livez` worst case misses `LIVEZ_MS`, and returns the
