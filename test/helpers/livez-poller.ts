@@ -10,15 +10,19 @@ export interface LivezPoll {
   stop(): Promise<{ worst: number; polls: number }>;
 }
 
-/** Polls `${base}/livez` every `everyMs` until stopped. */
-export function pollLivez(base: string, everyMs = 20): LivezPoll {
+const EVERY_MS = 20;
+
+/** Polls `${base}/livez` every 20 ms until stopped. */
+export function pollLivez(base: string): LivezPoll {
   // Without tap's loader hooks: the worker needs none, and they cost a second of CPU to load.
-  const worker = new Worker(new URL(import.meta.url), { workerData: { base, everyMs }, execArgv: [] });
+  const worker = new Worker(new URL(import.meta.url), { workerData: { livezBase: base }, execArgv: [] });
   const result = new Promise<{ worst: number; polls: number }>((resolve, reject) => {
     worker.once('message', resolve);
     worker.once('error', reject);
     worker.once('exit', (code) => reject(new Error(`the /livez poller exited with ${code} before it answered`)));
   });
+  // A poller that fails before stop() is asked reports it there, not as an unhandled rejection.
+  result.catch(() => {});
   return {
     stop: () => {
       worker.postMessage('stop');
@@ -27,8 +31,8 @@ export function pollLivez(base: string, everyMs = 20): LivezPoll {
   };
 }
 
-if (!isMainThread && parentPort) {
-  const { base, everyMs } = workerData as { base: string; everyMs: number };
+const livezBase = isMainThread ? undefined : (workerData as { livezBase?: string } | null)?.livezBase;
+if (livezBase !== undefined && parentPort) {
   const port = parentPort;
   let running = true;
   port.once('message', () => {
@@ -38,11 +42,11 @@ if (!isMainThread && parentPort) {
   let polls = 0;
   while (running) {
     const start = performance.now();
-    const res = await request(`${base}/livez`);
+    const res = await request(`${livezBase}/livez`);
     await res.body.dump();
     worst = Math.max(worst, performance.now() - start);
     polls++;
-    await new Promise((r) => setTimeout(r, everyMs));
+    await new Promise((r) => setTimeout(r, EVERY_MS));
   }
   port.postMessage({ worst, polls });
   port.close();
