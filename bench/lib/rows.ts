@@ -57,7 +57,7 @@ export const FIELD = {
  * The row the cursor returns for these stored values (snapshot/query.ts, encode/rows.ts DOC), with
  * JSON.stringify standing in for PostgreSQL's `to_json` (both escape `"`, `\` and control
  * characters and leave other characters as they are). For tests and benchmarks that encode rows
- * without a database; a test holds the query to it.
+ * without a database; a test holds the query to it. No plan is stored for such a row (DOC.plan NULL).
  */
 export function rowFromValues(v: DocumentValues): DocumentRow {
   const j = (x: unknown) => JSON.stringify(x);
@@ -75,10 +75,9 @@ export function rowFromValues(v: DocumentValues): DocumentRow {
   const cover = v[FIELD.coverUrl];
   const html = v[FIELD.contentHtml];
   const contentHtml = html === null || html === '' ? null : Buffer.from(j(html));
-  const id = contentHtml === null ? null : Buffer.from(v[FIELD.id]);
-  if (cover === null || cover === '') return [Buffer.from(`${head}null${tail}`), null, null, null, contentHtml, id];
+  if (cover === null || cover === '') return [Buffer.from(`${head}null${tail}`), null, null, null, contentHtml, null];
   const position = Buffer.from(withDefault(v[FIELD.coverPosition], 'center'));
-  return [Buffer.from(head), Buffer.from(cover), position, Buffer.from(tail), contentHtml, id];
+  return [Buffer.from(head), Buffer.from(cover), position, Buffer.from(tail), contentHtml, null];
 }
 
 /**

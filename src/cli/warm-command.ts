@@ -3,7 +3,7 @@ import { type DocumentRow } from '../export/encode/rows.js';
 import type { Config } from '../config.js';
 import type { Sql } from '../db/connect.js';
 import { rewriteRows, type PlanUse } from '../export/rewrite/rewrite-stage.js';
-import { PlanWriter, readStoredPlans } from '../export/rewrite/plans/plan-store.js';
+import { PlanWriter } from '../export/rewrite/plans/plan-store.js';
 import { RewritePool } from '../export/rewrite/workers/rewrite-pool.js';
 import { documentQuery } from '../export/snapshot/query.js';
 import { withDatabase } from '../db/with-database.js';
@@ -53,10 +53,10 @@ export async function warmPlans(config: Config, sql: Sql, opts: { book: string; 
         prefix: config.mediaProxyPrefix,
         pool,
         offloadBytes: config.rewriteOffloadBytes,
-        plans: { ...plans, read: (ids: string[]) => readStoredPlans((text, params) => tx.unsafe(text, params).raw() as never, ids) },
+        plans,
         pause: async () => {},
       };
-      await tx.unsafe(`DECLARE kbx_warm NO SCROLL CURSOR FOR ${documentQuery({ excludeCategories: false, includeContentHtml: true })}`, [bookId]);
+      await tx.unsafe(`DECLARE kbx_warm NO SCROLL CURSOR FOR ${documentQuery({ excludeCategories: false, includeContentHtml: true, withPlans: true })}`, [bookId]);
       for (;;) {
         const rows = (await tx.unsafe(`FETCH FORWARD ${BATCH_ROWS} FROM kbx_warm`).raw()) as unknown as DocumentRow[];
         await rewriteRows(rows, stage);

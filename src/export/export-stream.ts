@@ -14,7 +14,6 @@ import type { ChangeTokens } from './change-token.js';
 import type { DocumentRow } from './encode/rows.js';
 import { bodySink, type ContentEncoding } from './respond/compression.js';
 import { ResponseWriter } from './respond/response-writer.js';
-import { readStoredPlans } from './rewrite/plans/plan-store.js';
 import { rewriteRows, type PlanUse } from './rewrite/rewrite-stage.js';
 import type { RewritePool } from './rewrite/workers/rewrite-pool.js';
 import { DocumentCursor } from './snapshot/document-cursor.js';
@@ -135,7 +134,7 @@ export async function streamExport(
       const since = req.changedSince === null ? null : settings.changeTokens.accept(req.changedSince, state, options);
       token = settings.changeTokens.issue(state, options);
       const rows = Math.max(1, Math.trunc(settings.batchRows));
-      const cursor = await DocumentCursor.open(snap, req, book.id, since, {
+      const cursor = await DocumentCursor.open(snap, { ...options, withPlans: settings.plans !== null }, book.id, since, {
         budgetBytes: settings.batchBytes,
         maxRows: rows,
         firstRows: Math.min(rows, FIRST_BATCH_ROWS),
@@ -146,10 +145,7 @@ export async function streamExport(
         prefix: settings.mediaProxyPrefix,
         pool: settings.rewritePool,
         offloadBytes: settings.offloadBytes,
-        plans: settings.plans && {
-          ...settings.plans,
-          read: (ids: string[]) => readStoredPlans((text, params) => snap.query(text, params, { raw: true, timeoutMs: timeouts.fetchMs }), ids),
-        },
+        plans: settings.plans,
         pause,
       };
       const rewrite = (batch: DocumentRow[]): Promise<BatchRewrites> => {

@@ -9,8 +9,7 @@ import postgres from 'postgres';
 import { migrate } from '../../src/db/migrate.js';
 import { ChangeTokens, loadChangeTokenSecret } from '../../src/export/change-token.js';
 import { changedDocumentQuery, readChangeState, type ChangeState } from '../../src/export/snapshot/changes-query.js';
-import { type DocumentRow } from '../../src/export/encode/rows.js';
-import { documentIdOf } from '../helpers/changes.js';
+import { documentIdOf, type DocumentRow } from '../../src/export/encode/rows.js';
 import { doc, seed, simpleSeed } from '../helpers/app.js';
 import { startReplicaPair, type PgNode } from '../helpers/replica.js';
 

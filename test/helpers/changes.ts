@@ -4,7 +4,7 @@
  */
 import type { Sql } from '../../src/db/connect.js';
 import { changedDocumentQuery, removedQuery } from '../../src/export/snapshot/changes-query.js';
-import { DOC, type DocumentRow } from '../../src/export/encode/rows.js';
+import { DOC, documentIdOf, type DocumentRow } from '../../src/export/encode/rows.js';
 import { documentQuery, type DocumentQueryOptions } from '../../src/export/snapshot/query.js';
 
 /** A document row as text: each column's JSON text (or stored cover URL), null as null. */
@@ -24,13 +24,6 @@ export interface DeltaRead {
   documents: string[];
   removed: string[];
   rows: Map<string, RowText>;
-}
-
-/** A row's document id, read from its head's `{"id":…`: the id column is NULL without contentHtml (rows.ts). */
-export function documentIdOf(row: DocumentRow): string {
-  const m = /^\{"id":("(?:[^"\\]|\\.)*")/.exec(row[DOC.head].toString());
-  if (m === null) throw new Error('a document row whose head does not start with its id');
-  return JSON.parse(m[1]!) as string;
 }
 
 const text = (r: DocumentRow): RowText => r.map((c) => (c === null ? null : c.toString()));

@@ -24,8 +24,18 @@ export const DOC = {
   tail: 3,
   /** contentHtml's JSON text; NULL when it is NULL or empty (D2.1) or not asked for. */
   contentHtml: 4,
-  /** The document's id as stored, for its rewrite plan; NULL when contentHtml is not exported or is NULL or empty. */
-  id: 5,
+  /** The stored rewrite plan (its key, then the plan) as bytea's hex text; NULL when none is stored or read. */
+  plan: 5,
 } as const;
 
-export type DocumentRow = [head: Buffer, coverUrl: Buffer | null, coverPosition: Buffer | null, tail: Buffer | null, contentHtml: Buffer | null, id: Buffer | null];
+export type DocumentRow = [head: Buffer, coverUrl: Buffer | null, coverPosition: Buffer | null, tail: Buffer | null, contentHtml: Buffer | null, plan: Buffer | null];
+
+const ID_AT = '{"id":'.length;
+
+/** The document's id, read from the head's JSON (`{"id":"…"`): what a plan is written under. */
+export function documentIdOf(row: DocumentRow): string {
+  const head = row[DOC.head];
+  let end = ID_AT + 1;
+  while (end < head.length && head[end] !== 0x22) end += head[end] === 0x5c ? 2 : 1;
+  return JSON.parse(head.toString('utf8', ID_AT, end + 1)) as string;
+}

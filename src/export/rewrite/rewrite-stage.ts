@@ -1,10 +1,10 @@
 /** The rewrite stage (D3): stored HTML kept, or a stored plan spliced, or planned on a worker or in slices (D8.8). */
 import { PlanFormatError } from '../../errors.js';
 import type { BatchRewrites, ContentHtmlJson } from '../encode/document-encoder.js';
-import { DOC, type DocumentRow } from '../encode/rows.js';
+import { DOC, documentIdOf, type DocumentRow } from '../encode/rows.js';
 import { planContentHtml, planContentHtmlSliced } from './plans/html-plan.js';
-import type { PlanWriter, StoredPlan } from './plans/plan-store.js';
-import { contentDigest, jsonPrefixBytes, planKey, planPieces, splicedLength } from './plans/rewrite-plan.js';
+import { readStoredPlan, type PlanWriter } from './plans/plan-store.js';
+import { jsonPrefixBytes, planKey, planPieces, splicedLength } from './plans/rewrite-plan.js';
 import { jsonHtmlMayNeedRewrite } from './rewriter/html-rewriter.js';
 import { rewriteMediaUrl } from './rewriter/media-url.js';
 import type { RewritePool } from './workers/rewrite-pool.js';
@@ -24,15 +24,14 @@ export interface RewriteStageOptions {
   pool: RewritePool | null;
   /** Bytes of flagged contentHtml to plan before a batch goes to the pool. */
   offloadBytes: number;
-  /** Stored plans (REWRITE_PLANS) and how to read a batch's; null: every flagged row is tokenized. */
-  plans: (PlanUse & { read: (ids: string[]) => Promise<ReadonlyMap<string, StoredPlan>> }) | null;
+  /** Stored plans (REWRITE_PLANS), read with the rows (DOC.plan); null: every flagged row is tokenized. */
+  plans: PlanUse | null;
   pause: Pause;
 }
 
 interface Pending {
   row: number;
   text: Buffer;
-  digest: Buffer | null;
 }
 
 /** `cover.url`'s JSON text as exported (decisions.md D3.6), or null when there is no cover (D2.4). */
@@ -71,17 +70,13 @@ export async function rewriteRows(rows: readonly DocumentRow[], opts: RewriteSta
     return typeof length === 'number' ? splice(text, plan, length) : length.then((n) => splice(text, plan, n));
   };
 
-  const ids = plans ? flagged.map((i) => documentId(rows[i]!)) : [];
-  const stored = plans ? await plans.read(ids) : null;
   const pending: Pending[] = [];
-  for (const [k, i] of flagged.entries()) {
+  for (const i of flagged) {
     const text = rows[i]![DOC.contentHtml]!;
-    let digest: Buffer | null = null;
     if (plans) {
-      digest = contentDigest(text, prefix);
-      const plan = stored!.get(ids[k]!);
+      const plan = readStoredPlan(rows[i]![DOC.plan]);
       // A plan whose key matches but that does not fit its text was computed wrongly: tokenize, and replace it.
-      let reused = plan !== undefined && planKey(digest, plan.plan).equals(plan.key) ? spliced(text, plan.plan) : null;
+      let reused = plan !== null && planKey(text, prefix, plan.plan).equals(plan.key) ? spliced(text, plan.plan) : null;
       if (reused instanceof Promise) reused = await reused;
       if (reused !== null) {
         contentHtml[i] = reused;
@@ -90,14 +85,14 @@ export async function rewriteRows(rows: readonly DocumentRow[], opts: RewriteSta
       }
       plans.counts.computed++;
     }
-    pending.push({ row: i, text, digest });
+    pending.push({ row: i, text });
   }
 
   const planned = async (p: Pending, plan: Buffer): Promise<void> => {
     const html = await spliced(p.text, plan);
     if (html === null) throw new PlanFormatError('the rewriter made a plan that does not fit its text');
     contentHtml[p.row] = html;
-    if (p.digest !== null && plans?.writer) plans.writer.offer(documentId(rows[p.row]!), planKey(p.digest, plan), plan);
+    if (plans?.writer) plans.writer.offer(documentIdOf(rows[p.row]!), planKey(p.text, prefix, plan), plan);
   };
   const small: Pending[] = [];
   let smallBytes = 0;
@@ -126,8 +121,4 @@ export async function rewriteRows(rows: readonly DocumentRow[], opts: RewriteSta
   }
   await Promise.all(large);
   return { coverUrls, contentHtml, bytes };
-}
-
-function documentId(row: DocumentRow): string {
-  return row[DOC.id]!.toString('utf8');
 }

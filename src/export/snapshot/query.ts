@@ -29,6 +29,8 @@ export async function findBook(
 export interface DocumentQueryOptions {
   excludeCategories: boolean;
   includeContentHtml: boolean;
+  /** Read each row's stored rewrite plan with it (REWRITE_PLANS); only with includeContentHtml. */
+  withPlans?: boolean;
 }
 
 /** Active documents of book `$1` (export-api.md 4.1 rule 1, D4.3); `filter`: a delta's (D12.2). */
@@ -45,9 +47,14 @@ const json = (col: string, nullable = false) => (nullable ? `coalesce(to_json(nu
 /** A column's JSON text, `def` when it is NULL or '' (decisions.md D2.2-D2.4). */
 const withDefault = (col: string, def: string) => `to_json(coalesce(nullif(${col}, ''), '${def}'))::text`;
 
+/** The stored plan of a row with contentHtml: one index probe, never a join the planner could turn into a scan. */
+const storedPlan = (value: string) =>
+  `CASE WHEN content_html <> '' THEN (SELECT ${value} FROM rewrite_plans WHERE document_id = documents.id) END`;
+
 /**
- * Six values per row, three of them NULL for a document without a cover, the id NULL without
- * contentHtml to plan (encode/rows.ts): each non-NULL value is an object per row in Node. A column
+ * Six values per row, three of them NULL for a document without a cover, the stored plan NULL
+ * unless there is one (encode/rows.ts): each non-NULL value is an object per row in Node. Reading
+ * the plan here, not in a query per batch, spares that query's wait behind the next FETCH. A column
  * added here must join those sql/0003 and sql/0006 compare, or its changes would reach neither the
  * export version nor a delta.
  */
@@ -80,19 +87,25 @@ export function documentQuery(opts: DocumentQueryOptions, filter = ''): string {
   return `
   SELECT ${coverless(`${h} || 'null' || ${t}`, h)}, ${coverless('NULL', 'cover_url')},
          ${coverless('NULL', withDefault('cover_position', 'center'))}, ${coverless('NULL', t)},
-         ${opts.includeContentHtml ? "to_json(nullif(content_html, '')), CASE WHEN content_html <> '' THEN id END" : 'NULL::json, NULL::text'}
+         ${opts.includeContentHtml ? "to_json(nullif(content_html, ''))" : 'NULL::json'}, ${plansRead(opts) ? storedPlan('plan_key || plan') : 'NULL::bytea'}
   ${documentsOf(opts, filter)}
   ${ORDER}`;
 }
 
-/** Each row's variable-length bytes (decisions.md D8.4): `octet_length` reads a TOAST header, not the body. */
+const plansRead = (opts: DocumentQueryOptions) => opts.includeContentHtml && opts.withPlans === true;
+
+/**
+ * Each row's variable-length bytes (decisions.md D8.4): `octet_length` reads a TOAST header, not the
+ * body. A stored plan arrives as bytea's hex text, two characters a byte.
+ */
 export function documentSizeQuery(opts: DocumentQueryOptions, filter = ''): string {
   const len = (col: string) => `coalesce(octet_length(${col}), 0)`;
   const cols = ['id', 'slug', 'name', 'type', 'parent_id', 'order_key', 'description', 'emoji_info', 'cover_url',
     'cover_position', 'theme_id', 'background_theme_id', 'content_str'];
   if (opts.includeContentHtml) cols.push('content_html');
+  const plan = plansRead(opts) ? ` + coalesce(${storedPlan('2 + 2 * (octet_length(plan_key) + octet_length(plan))')}, 0)` : '';
   return `
-  SELECT (${cols.map(len).join(' + ')} + ${len("array_to_string(tags, ',')")})::int8
+  SELECT (${cols.map(len).join(' + ')} + ${len("array_to_string(tags, ',')")}${plan})::int8
   ${documentsOf(opts, filter)}
   ${ORDER}`;
 }

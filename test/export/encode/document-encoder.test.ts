@@ -5,7 +5,7 @@
  * untouched when nothing is rewritten, and rowFromValues, the stand-in every encoder test and the
  * encoder benchmark build rows with, checked against the rows PostgreSQL itself returns.
  */
-import { DOC, type DocumentRow } from '../../../src/export/encode/rows.js';
+import { DOC, documentIdOf, type DocumentRow } from '../../../src/export/encode/rows.js';
 import t from 'tap';
 import { encodeStaged } from '../../helpers/plans.js';
 import fc from 'fast-check';
@@ -244,6 +244,7 @@ t.test('rowFromValues gives the bytes PostgreSQL returns for the cursor query', 
   await sql`INSERT INTO users (id, name) VALUES ('u', 'u')`;
   const html = documentQuery({ excludeCategories: false, includeContentHtml: true });
   const noHtml = documentQuery({ excludeCategories: false, includeContentHtml: false });
+  const withPlans = documentQuery({ excludeCategories: false, includeContentHtml: true, withPlans: true });
   let run = 0;
   let compared = 0;
   await fc.assert(
@@ -276,9 +277,13 @@ t.test('rowFromValues gives the bytes PostgreSQL returns for the cursor query', 
            content_str text, content_html text)`,
         [book, JSON.stringify(docs)],
       );
+      // A plan stored for the first document: read with its row only where contentHtml is exported.
+      const planned = Buffer.concat([Buffer.alloc(32, run), Buffer.from([0, 1, 0x7f, 0x80, 0xff])]);
+      await sql`INSERT INTO rewrite_plans (document_id, plan_key, plan) VALUES (${values[0]![FIELD.id]}, ${planned.subarray(0, 32)}, ${planned.subarray(32)})`;
       const got = (await sql.unsafe(html, [book]).raw()) as unknown as DocumentRow[];
       const gotNoHtml = (await sql.unsafe(noHtml, [book]).raw()) as unknown as DocumentRow[];
-      if (got.length !== values.length || gotNoHtml.length !== values.length) return false;
+      const gotPlans = (await sql.unsafe(withPlans, [book]).raw()) as unknown as DocumentRow[];
+      if (got.length !== values.length || gotNoHtml.length !== values.length || gotPlans.length !== values.length) return false;
       for (let i = 0; i < values.length; i++) {
         const want = rowFromValues(values[i]!);
         const row = got[i]!;
@@ -289,8 +294,15 @@ t.test('rowFromValues gives the bytes PostgreSQL returns for the cursor query', 
             throw new Error(`column ${k} of ${label(values[i]![FIELD.id])}: expected ${a === null ? 'null' : label(a.toString())}, got ${b === null ? 'null' : label(b.toString())}`);
           }
         }
-        // Without contentHtml there is nothing to plan: no id either, one object fewer per row.
-        if (gotNoHtml[i]![DOC.contentHtml] !== null || gotNoHtml[i]![DOC.id] !== null) return false;
+        // Without contentHtml there is nothing to plan: no plan either, one object fewer per row.
+        if (gotNoHtml[i]![DOC.contentHtml] !== null || gotNoHtml[i]![DOC.plan] !== null) return false;
+        if (documentIdOf(row) !== values[i]![FIELD.id]) throw new Error(`the id read back from ${label(row[DOC.head].toString())}`);
+        const plan = gotPlans[i]![DOC.plan];
+        const wantPlan = i === 0 && row[DOC.contentHtml] !== null ? Buffer.from(`\\x${planned.toString('hex')}`) : null;
+        if (wantPlan === null ? plan !== null : plan === null || !plan.equals(wantPlan)) {
+          throw new Error(`stored plan of ${label(values[i]![FIELD.id])}: expected ${String(wantPlan)}, got ${String(plan)}`);
+        }
+        if (gotPlans[i]!.some((col, k) => k !== DOC.plan && (col === null ? row[k] !== null : !col.equals(row[k] as Buffer)))) return false;
         // And the documents the encoder writes from either row are the same bytes.
         const ours = new JsonChunker();
         const theirs = new JsonChunker();

@@ -12,10 +12,10 @@ import t from 'tap';
 import type { Sql } from '../../../src/db/connect.js';
 import type { ReservedSql } from 'postgres';
 import { changedDocumentQuery, removedQuery } from '../../../src/export/snapshot/changes-query.js';
-import { type DocumentRow } from '../../../src/export/encode/rows.js';
 import { documentQuery } from '../../../src/export/snapshot/query.js';
 import { createTestDatabase } from '../../helpers/db.js';
-import { applyDelta, documentIdOf, type DeltaRead } from '../../helpers/changes.js';
+import { applyDelta, type DeltaRead } from '../../helpers/changes.js';
+import { documentIdOf, type DocumentRow } from '../../../src/export/encode/rows.js';
 
 const DOCS = 6;
 const OPS = [

@@ -4,8 +4,7 @@
  * order, and a statement that does not answer in time fails the snapshot without leaking its
  * connection.
  */
-import { type DocumentRow } from '../../../src/export/encode/rows.js';
-import { documentIdOf } from '../../helpers/changes.js';
+import { DOC, documentIdOf, type DocumentRow } from '../../../src/export/encode/rows.js';
 import { DependencyError } from '../../../src/errors.js';
 import t from 'tap';
 import { connect } from '../../../src/db/connect.js';
@@ -58,6 +57,37 @@ t.test('a size-skewed knowledge base: every batch fits the budget or is one row 
   t.ok(large.every((b) => b.length === 1));
   const ids = batches.flat().map(documentIdOf);
   t.same(ids, docs.map((d) => d.id), 'every row once, in order key order (D1)');
+});
+
+t.test('stored plans read with their rows count toward the budget (D8.4)', async (t) => {
+  const db = await createTestDatabase(t);
+  const docs = Array.from({ length: 200 }, (_, i) => doc(`p${String(i).padStart(4, '0')}`, `a${String(i).padStart(4, '0')}`, { contentHtml: '<img src="a.png">' }));
+  await seed(db.sql, simpleSeed(docs));
+  const bookId = (await db.sql<{ id: string }[]>`SELECT id FROM books`)[0]!.id;
+  // Every tenth document has a plan of 100 KB: 200 KB of hex text in its row, against a budget of 256 KB.
+  await db.sql`
+    INSERT INTO rewrite_plans (document_id, plan_key, plan)
+    SELECT id, sha256(id::bytea), CASE WHEN right(id, 1) = '0' THEN decode(repeat('ab', 100 * 1024), 'hex') ELSE '\x01'::bytea END
+    FROM documents`;
+  const budget = 256 * 1024;
+  const sql = connect(db.url, { max: 1, applicationName: 'kbx-test-export' });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  const batches: DocumentRow[][] = await inSnapshot(sql, TIMEOUTS, async (snap) => {
+    const opts = { excludeCategories: true, includeContentHtml: true, withPlans: true };
+    const cursor = await DocumentCursor.open(snap, opts, bookId, null, { budgetBytes: budget, maxRows: 1000, firstRows: 16, startMs: 5000, fetchMs: 10_000 });
+    const out: DocumentRow[][] = [];
+    for (let rows = await cursor.next(); rows !== null; rows = await cursor.next()) out.push(rows);
+    await cursor.close();
+    return out;
+  });
+  const rows = batches.flat();
+  t.equal(rows.filter((r) => (r[DOC.plan]?.length ?? 0) > 200 * 1024).length, 20, 'the large plans came with their rows');
+  t.ok(rows.every((r) => r[DOC.plan] !== null), 'and every small one');
+  for (const [i, batch] of batches.entries()) {
+    const bytes = batch.reduce((n, r) => n + rowBytes(r), 0);
+    if (batch.length > 1) t.ok(bytes <= budget, `batch ${i}: ${batch.length} rows, ${bytes} bytes within ${budget}`);
+  }
+  t.same(rows.map(documentIdOf), docs.map((d) => d.id), 'every row once, in order');
 });
 
 t.test('an empty knowledge base: one empty first batch, then the end', async (t) => {

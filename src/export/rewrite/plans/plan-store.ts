@@ -1,4 +1,4 @@
-/** Stored rewrite plans: read in the snapshot, written behind the exports (dropped, never waited for, when behind). */
+/** Stored rewrite plans: read with each row in the snapshot, written behind the exports (dropped, never waited for, when behind). */
 import type { Sql } from '../../../db/connect.js';
 import { PLAN_KEY_BYTES } from './rewrite-plan.js';
 
@@ -7,36 +7,17 @@ export interface StoredPlan {
   plan: Buffer;
 }
 
-// One index probe per id: the batch's cost, whatever the statistics of a table the exports fill.
-const STORED_PLANS_QUERY = 'SELECT document_id, plan_key || plan FROM rewrite_plans WHERE document_id = ANY($1::text[])';
-
-/** The well-formed stored plans of documents `ids`, by id, read through `run` (a raw query in the snapshot). */
-export async function readStoredPlans(
-  run: (text: string, params: string[]) => Promise<(Buffer | null)[][]>,
-  ids: readonly string[],
-): Promise<Map<string, StoredPlan>> {
-  const found = new Map<string, StoredPlan>();
-  if (ids.length === 0) return found;
-  const rows = await run(STORED_PLANS_QUERY, [textArrayLiteral(ids)]);
-  for (const [id, column] of rows) {
-    const plan = readStoredPlan(column ?? null);
-    if (id && plan !== null) found.set(id.toString('utf8'), plan);
-  }
-  return found;
-}
-
-function textArrayLiteral(ids: readonly string[]): string {
-  return `{${ids.map((id) => `"${id.replace(/[\\"]/g, '\\$&')}"`).join(',')}}`;
-}
-
 const HEX = new Int8Array(256).fill(-1);
 for (let d = 0; d < 16; d++) {
   HEX['0123456789abcdef'.charCodeAt(d)] = d;
   HEX['0123456789ABCDEF'.charCodeAt(d)] = d;
 }
 
-/** bytea's text format, `\x` and two hex digits a byte, read without a string per row; null when malformed. */
-function readStoredPlan(column: Buffer | null): StoredPlan | null {
+/**
+ * A stored plan as the export's cursor reads it (snapshot/query.ts: its key, then the plan, in bytea's
+ * text format, `\x` and two hex digits a byte), read without a string per row; null when none or malformed.
+ */
+export function readStoredPlan(column: Buffer | null): StoredPlan | null {
   if (column === null || column.length < 2 + 2 * PLAN_KEY_BYTES || column.length % 2 !== 0) return null;
   if (column[0] !== 0x5c || column[1] !== 0x78) return null;
   const bytes = Buffer.allocUnsafe((column.length - 2) / 2);

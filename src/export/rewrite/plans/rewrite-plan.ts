@@ -16,34 +16,34 @@ const PIECE_LITERAL = 2;
 
 const SCRATCH = Buffer.allocUnsafeSlow(64 * 1024);
 
-/** SHA-256 of `head` then `body`; a Hash object per call cost more than the hashing of a small document. */
-function sha256(head: Buffer, body: Buffer): Buffer {
-  const n = head.length + body.length;
-  if (n > SCRATCH.length) return createHash('sha256').update(head).update(body).digest();
-  head.copy(SCRATCH, 0);
-  body.copy(SCRATCH, head.length);
+/** SHA-256 of `a`, `b` then `c`; a Hash object per call cost more than the hashing of a small document. */
+function sha256(a: Buffer, b: Buffer, c: Buffer): Buffer {
+  const n = a.length + b.length + c.length;
+  if (n > SCRATCH.length) return createHash('sha256').update(a).update(b).update(c).digest();
+  a.copy(SCRATCH, 0);
+  b.copy(SCRATCH, a.length);
+  c.copy(SCRATCH, a.length + b.length);
   return hash('sha256', SCRATCH.subarray(0, n), 'buffer');
 }
 
-/** What the last prefix seen gives (a server has one): its bytes inside a JSON string, and the digest's head. */
-let derived: { prefix: string; json: Buffer; digestHead: Buffer } | null = null;
+/** What the last prefix seen gives (a server has one): its bytes inside a JSON string, and the key's head. */
+let derived: { prefix: string; json: Buffer; keyHead: Buffer } | null = null;
 
-function ofPrefix(prefix: string): { json: Buffer; digestHead: Buffer } {
+function ofPrefix(prefix: string): { json: Buffer; keyHead: Buffer } {
   if (derived?.prefix !== prefix) {
     const json = Buffer.from(JSON.stringify(prefix).slice(1, -1));
-    derived = { prefix, json, digestHead: Buffer.from(`kb-export rewrite plan ${PLAN_RULES_VERSION}\0${prefix}\0`) };
+    derived = { prefix, json, keyHead: Buffer.from(`kb-export rewrite plan ${PLAN_RULES_VERSION}\0${prefix}\0`) };
   }
   return derived;
 }
 
-/** SHA-256 of the rules version, the prefix and contentHtml's JSON text: what a plan is computed from. */
-export function contentDigest(json: Buffer, prefix: string): Buffer {
-  return sha256(ofPrefix(prefix).digestHead, json);
-}
-
-/** SHA-256 of a contentDigest and the plan: a plan moved to another row, or damaged, no longer matches. */
-export function planKey(digest: Buffer, plan: Buffer): Buffer {
-  return sha256(digest, plan);
+/**
+ * SHA-256 of the rules version, the prefix, contentHtml's JSON text and the plan: a plan moved to
+ * another row, or damaged, no longer matches. One hash per document: the text and the plan need no
+ * boundary, as a key is only ever compared for the same stored plan bytes.
+ */
+export function planKey(json: Buffer, prefix: string, plan: Buffer): Buffer {
+  return sha256(ofPrefix(prefix).keyHead, json, plan);
 }
 
 /** `prefix` as it stands inside a JSON string. */

@@ -3,14 +3,16 @@
  * instead of waiting; a plan of a document deleted meanwhile is skipped; and when the plans'
  * connection to PostgreSQL freezes (a real TCP proxy in between), exports go on with the same
  * bytes, the lost plans are counted and logged within DB_TIMEOUT_MS, and plans are written again
- * once it is back. Stored plans read back byte for byte from bytea's hex text, and never from another
- * output format.
+ * once it is back. Stored plans read back with their rows byte for byte from bytea's hex text, and never
+ * from another output format.
  */
 import { Writable } from 'node:stream';
 import t from 'tap';
 import { request } from 'undici';
 import { connect } from '../../../../src/db/connect.js';
-import { PlanWriter, readStoredPlans } from '../../../../src/export/rewrite/plans/plan-store.js';
+import { DOC, documentIdOf, type DocumentRow } from '../../../../src/export/encode/rows.js';
+import { PlanWriter, readStoredPlan } from '../../../../src/export/rewrite/plans/plan-store.js';
+import { documentQuery } from '../../../../src/export/snapshot/query.js';
 import { startServer, type TestServer } from '../../../helpers/app.js';
 import { createTestDatabase } from '../../../helpers/db.js';
 import { seedGeneratedBooks } from '../../../helpers/generated-kb.js';
@@ -27,17 +29,23 @@ async function storedPlans(): Promise<number> {
   return row!.n;
 }
 
-t.test('readStoredPlans: every byte value read back from hex; escape output, none', async (t) => {
+t.test("readStoredPlan over the cursor's rows: every byte value read back from hex; escape output, none", async (t) => {
   await db.sql`TRUNCATE rewrite_plans`;
   const plan = Buffer.from(Array.from({ length: 512 }, (_, i) => i % 256));
   await db.sql`INSERT INTO rewrite_plans (document_id, plan_key, plan) VALUES (${ids[0]!}, ${key(0xab)}, ${plan})`;
+  const [book] = await db.sql<{ book_id: string }[]>`SELECT book_id FROM documents WHERE id = ${ids[0]!}`;
+  const query = documentQuery({ excludeCategories: false, includeContentHtml: true, withPlans: true });
   const read = (output: 'hex' | 'escape') =>
     db.sql.begin(async (tx) => {
       await tx.unsafe(`SET LOCAL bytea_output = ${output}`);
-      return readStoredPlans((text, params) => tx.unsafe(text, params).raw() as unknown as Promise<(Buffer | null)[][]>, [ids[0]!, ids[1]!]);
+      const rows = (await tx.unsafe(query, [book!.book_id]).raw()) as unknown as DocumentRow[];
+      return new Map(rows.flatMap((row) => {
+        const stored = readStoredPlan(row[DOC.plan]);
+        return stored ? [[documentIdOf(row), stored] as const] : [];
+      }));
     });
   const found = await read('hex');
-  t.same([...found.keys()], [ids[0]], 'the one stored plan');
+  t.same([...found.keys()], [ids[0]], 'the one stored plan, with its row');
   t.ok(found.get(ids[0]!)!.key.equals(key(0xab)), 'its key');
   t.ok(found.get(ids[0]!)!.plan.equals(plan), 'its plan, all 256 byte values');
   t.equal((await read('escape')).size, 0, 'a column not in hex is no plan');
