@@ -44,8 +44,17 @@ const COVER_URL = Buffer.from('{"url":');
 const POSITION = Buffer.from(',"position":');
 const END = Buffer.from('}');
 
+/** A splice small enough to write in one call, never paused within (the rewrite stage's PlanSplice). */
+export interface DirectPieces extends Iterable<Buffer> {
+  writeTo(out: JsonChunker): void;
+}
+
 /** contentHtml as exported: the stored JSON text (NULL or `""`: null, D2.1) or the pieces of its splice. */
-export type ContentHtmlJson = Buffer | null | Iterable<Buffer>;
+export type ContentHtmlJson = Buffer | null | Iterable<Buffer> | DirectPieces;
+
+export function isDirect(html: Iterable<Buffer>): html is DirectPieces {
+  return typeof (html as Partial<DirectPieces>).writeTo === 'function';
+}
 
 export interface BatchRewrites {
   /** `cover.url`'s JSON text as exported; null when the document has no cover (D2.4). */
@@ -81,6 +90,7 @@ export function storedContentHtml(j: Buffer | null): Buffer {
 export function encodeDocument(row: DocumentRow, coverUrl: Buffer | null, out: JsonChunker, html: ContentHtmlJson): void {
   encodeDocumentHead(row, coverUrl, out);
   if (html === null || Buffer.isBuffer(html)) out.push(storedContentHtml(html));
+  else if (isDirect(html)) html.writeTo(out);
   else for (const part of html) out.push(part);
   out.push(END);
 }

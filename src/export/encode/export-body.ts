@@ -1,6 +1,6 @@
 /** One export's body, encoded in chunks and written with backpressure; keeps a copy of a small body for the cache. */
 import { type BookRow, type DocumentRow } from './rows.js';
-import { DOCUMENT_END, encodeClosing, encodeDocumentHead, encodeOpening, storedContentHtml, type BatchRewrites } from './document-encoder.js';
+import { DOCUMENT_END, encodeClosing, encodeDocumentHead, encodeOpening, isDirect, storedContentHtml, type BatchRewrites } from './document-encoder.js';
 import { JsonChunker } from './json-encoder.js';
 import { FRAMING, type BodyFormat, type Framing } from './body-format.js';
 import type { Pause } from '../../event-loop.js';
@@ -64,6 +64,7 @@ export class ExportBody {
       encodeDocumentHead(rows[i]!, rewrites.coverUrls[i]!, out);
       const html = rewrites.contentHtml[i]!;
       if (html === null || Buffer.isBuffer(html)) out.push(storedContentHtml(html));
+      else if (isDirect(html)) html.writeTo(out);
       else {
         let n = 0;
         for (const piece of html) {

@@ -14,21 +14,28 @@ export class JsonChunker {
 
   push(text: Buffer | string): void {
     const b = typeof text === 'string' ? Buffer.from(text) : text;
-    if (b.length === 0) return;
-    if (b.length >= this.chunkSize) {
+    this.pushRange(b, 0, b.length);
+  }
+
+  /** Appends `b[start, end)`: a view is made only of a range that goes on uncopied. */
+  pushRange(b: Buffer, start: number, end: number): void {
+    const n = end - start;
+    if (n <= 0) return;
+    if (n >= this.chunkSize) {
       this.#endChunk();
-      this.#ready.push(b);
-      this.#readyBytes += b.length;
+      const whole = n === b.length ? b : b.subarray(start, end);
+      this.#ready.push(whole);
+      this.#readyBytes += n;
       return;
     }
-    if (this.#chunk !== null && this.#used + b.length > this.#chunk.length) {
+    if (this.#chunk !== null && this.#used + n > this.#chunk.length) {
       this.#endChunk();
       // What is left of the chunk after the part handed out may still be too small.
-      if (this.#chunk !== null && b.length > this.#chunk.length) this.#chunk = null;
+      if (this.#chunk !== null && n > this.#chunk.length) this.#chunk = null;
     }
     this.#chunk ??= Buffer.allocUnsafeSlow(Math.min(this.chunkSize, MAX_CHUNK_BYTES));
-    b.copy(this.#chunk, this.#used);
-    this.#used += b.length;
+    b.copy(this.#chunk, this.#used, start, end);
+    this.#used += n;
   }
 
   get full(): boolean {

@@ -4,7 +4,7 @@ import type { BatchRewrites, ContentHtmlJson } from '../encode/document-encoder.
 import { DOC, documentIdOf, type DocumentRow } from '../encode/rows.js';
 import { planContentHtml, planContentHtmlSliced } from './plans/html-plan.js';
 import { readStoredPlan, type PlanWriter } from './plans/plan-store.js';
-import { jsonPrefixBytes, planKey, planPieces, splicedLength } from './plans/rewrite-plan.js';
+import { DIRECT_PLAN_BYTES, jsonPrefixBytes, planKey, planPieces, PlanSplice, PLAN_KEY_BYTES, splicedLength, storedPlanMatches } from './plans/rewrite-plan.js';
 import { jsonHtmlMayNeedRewrite } from './rewriter/html-rewriter.js';
 import { rewriteMediaUrl } from './rewriter/media-url.js';
 import type { RewritePool } from './workers/rewrite-pool.js';
@@ -58,25 +58,26 @@ export async function rewriteRows(rows: readonly DocumentRow[], opts: RewriteSta
   });
   if (flagged.length === 0) return { coverUrls, contentHtml, bytes };
   // Set once each flagged row's splice is known: its length replaces the stored text's.
-  const splice = (text: Buffer, plan: Buffer, length: number): ContentHtmlJson | null => {
+  const splice = (text: Buffer, plan: Buffer, from: number, length: number): ContentHtmlJson | null => {
     if (length < 0) return null;
     bytes += length - text.length;
-    return { [Symbol.iterator]: () => planPieces(text, plan, pj) };
+    if (plan.length - from < DIRECT_PLAN_BYTES) return new PlanSplice(text, plan, from, pj);
+    return { [Symbol.iterator]: () => planPieces(text, plan, pj, from) };
   };
-  // A promise only when the plan's edits outlast the event-loop slice.
-  const spliced = (text: Buffer, plan: Buffer): ContentHtmlJson | null | Promise<ContentHtmlJson | null> => {
-    if (plan.length === 0) return text;
-    const length = splicedLength(text, plan, pj.length, opts.pause);
-    return typeof length === 'number' ? splice(text, plan, length) : length.then((n) => splice(text, plan, n));
+  // `plan[from…]`; a promise only when the plan's edits outlast the event-loop slice.
+  const spliced = (text: Buffer, plan: Buffer, from = 0): ContentHtmlJson | null | Promise<ContentHtmlJson | null> => {
+    if (plan.length === from) return text;
+    const length = splicedLength(text, plan, pj.length, opts.pause, from);
+    return typeof length === 'number' ? splice(text, plan, from, length) : length.then((n) => splice(text, plan, from, n));
   };
 
   const pending: Pending[] = [];
   for (const i of flagged) {
     const text = rows[i]![DOC.contentHtml]!;
     if (plans) {
-      const plan = readStoredPlan(rows[i]![DOC.plan]);
+      const stored = readStoredPlan(rows[i]![DOC.plan]);
       // A plan whose key matches but that does not fit its text was computed wrongly: tokenize, and replace it.
-      let reused = plan !== null && planKey(text, prefix, plan.plan).equals(plan.key) ? spliced(text, plan.plan) : null;
+      let reused = stored !== null && storedPlanMatches(text, prefix, stored) ? spliced(text, stored, PLAN_KEY_BYTES) : null;
       if (reused instanceof Promise) reused = await reused;
       if (reused !== null) {
         contentHtml[i] = reused;

@@ -14,10 +14,11 @@ for (let d = 0; d < 16; d++) {
 }
 
 /**
- * A stored plan as the export's cursor reads it (snapshot/query.ts: its key, then the plan, in bytea's
- * text format, `\x` and two hex digits a byte), read without a string per row; null when none or malformed.
+ * A stored plan as the export's cursor reads it (snapshot/query.ts: bytea's text format, `\x` and
+ * two hex digits a byte), read without a string per row: its key's PLAN_KEY_BYTES, then the plan,
+ * in one Buffer (no views: a warm export reads one per document). Null when none or malformed.
  */
-export function readStoredPlan(column: Buffer | null): StoredPlan | null {
+export function readStoredPlan(column: Buffer | null): Buffer | null {
   if (column === null || column.length < 2 + 2 * PLAN_KEY_BYTES || column.length % 2 !== 0) return null;
   if (column[0] !== 0x5c || column[1] !== 0x78) return null;
   const bytes = Buffer.allocUnsafe((column.length - 2) / 2);
@@ -27,7 +28,7 @@ export function readStoredPlan(column: Buffer | null): StoredPlan | null {
     if (hi < 0 || lo < 0) return null;
     bytes[i] = (hi << 4) | lo;
   }
-  return { key: bytes.subarray(0, PLAN_KEY_BYTES), plan: bytes.subarray(PLAN_KEY_BYTES) };
+  return bytes;
 }
 
 interface PlanWriterLog {

@@ -2,6 +2,8 @@
 import { createHash, hash } from 'node:crypto';
 import { PlanFormatError } from '../../../errors.js';
 import type { Pause } from '../../../event-loop.js';
+import type { DirectPieces } from '../../encode/document-encoder.js';
+import type { JsonChunker } from '../../encode/json-encoder.js';
 
 /** The rewriter's rules version: raise it when its output may change (a D3 rule, parse5, the splice). */
 export const PLAN_RULES_VERSION = 1;
@@ -44,6 +46,22 @@ function ofPrefix(prefix: string): { json: Buffer; keyHead: Buffer } {
  */
 export function planKey(json: Buffer, prefix: string, plan: Buffer): Buffer {
   return sha256(ofPrefix(prefix).keyHead, json, plan);
+}
+
+/** Whether `stored` (a key, then its plan: plan-store.ts) is the plan of `json` under `prefix`; no copy of it is made. */
+export function storedPlanMatches(json: Buffer, prefix: string, stored: Buffer): boolean {
+  if (stored.length < PLAN_KEY_BYTES) return false;
+  const head = ofPrefix(prefix).keyHead;
+  const n = head.length + json.length + stored.length - PLAN_KEY_BYTES;
+  let digest: Buffer;
+  if (n > SCRATCH.length) digest = createHash('sha256').update(head).update(json).update(stored.subarray(PLAN_KEY_BYTES)).digest();
+  else {
+    head.copy(SCRATCH, 0);
+    json.copy(SCRATCH, head.length);
+    stored.copy(SCRATCH, head.length + json.length, PLAN_KEY_BYTES);
+    digest = hash('sha256', SCRATCH.subarray(0, n), 'buffer');
+  }
+  return digest.compare(stored, 0, PLAN_KEY_BYTES) === 0;
 }
 
 /** `prefix` as it stands inside a JSON string. */
@@ -150,8 +168,10 @@ export function planFromEdits(json: Buffer, bounds: readonly number[], texts: re
 }
 
 class PlanReader {
-  at = 0;
-  constructor(private readonly plan: Buffer) {}
+  constructor(
+    private readonly plan: Buffer,
+    public at = 0,
+  ) {}
 
   get done(): boolean {
     return this.at >= this.plan.length;
@@ -177,13 +197,16 @@ class PlanReader {
   }
 }
 
-/** The JSON text with `plan` applied, as views; throws PlanFormatError while iterating if the plan does not fit. */
-export function* planPieces(json: Buffer, plan: Buffer, prefixJson: Buffer): Generator<Buffer, void, undefined> {
-  if (plan.length === 0) {
+/**
+ * The JSON text with `plan` (its bytes from `from` on) applied, as views; throws PlanFormatError
+ * while iterating if the plan does not fit.
+ */
+export function* planPieces(json: Buffer, plan: Buffer, prefixJson: Buffer, from = 0): Generator<Buffer, void, undefined> {
+  if (plan.length === from) {
     yield json;
     return;
   }
-  const r = new PlanReader(plan);
+  const r = new PlanReader(plan, from);
   let at = 0;
   while (!r.done) {
     const start = at + r.varint();
@@ -211,8 +234,8 @@ export function* planPieces(json: Buffer, plan: Buffer, prefixJson: Buffer): Gen
  * The spliced length, or -1 when the plan does not fit `json`. A number unless the event-loop slice
  * ran out on the way (decisions.md D8.8): most plans are a few edits, and a promise per document cost more.
  */
-export function splicedLength(json: Buffer, plan: Buffer, prefixBytes: number, pause: Pause): number | Promise<number> {
-  const r = new PlanReader(plan);
+export function splicedLength(json: Buffer, plan: Buffer, prefixBytes: number, pause: Pause, from = 0): number | Promise<number> {
+  const r = new PlanReader(plan, from);
   let at = 0;
   let length = json.length;
   const run = (): number | Promise<number> => {
@@ -247,4 +270,51 @@ export function splicedLength(json: Buffer, plan: Buffer, prefixBytes: number, p
     }
   };
   return run();
+}
+
+/** Pieces a plan of fewer than this many bytes can make: fewer than the encoder's pause interval (export-body.ts). */
+export const DIRECT_PLAN_BYTES = 1024;
+
+/**
+ * A checked splice (splicedLength gave its length) of a small plan, written straight into the
+ * encoder's chunks: no view or generator per piece, which a warm export of small documents paid
+ * for each one. Iterating it gives planPieces' views.
+ */
+export class PlanSplice implements DirectPieces {
+  constructor(
+    readonly json: Buffer,
+    readonly plan: Buffer,
+    readonly from: number,
+    readonly prefixJson: Buffer,
+  ) {}
+
+  writeTo(out: JsonChunker): void {
+    const { json, plan, prefixJson } = this;
+    const r = new PlanReader(plan, this.from);
+    let at = 0;
+    while (!r.done) {
+      const start = at + r.varint();
+      const end = start + r.varint();
+      out.pushRange(json, at, start);
+      for (let n = r.varint(); n > 0; n--) {
+        const head = r.varint();
+        const kind = head % 4;
+        const length = Math.floor(head / 4);
+        if (kind === PIECE_PREFIX) out.push(prefixJson);
+        else if (kind === PIECE_COPY) {
+          const from = start + r.varint();
+          out.pushRange(json, from, from + length);
+        } else {
+          out.pushRange(plan, r.at, r.at + length);
+          r.at += length;
+        }
+      }
+      at = end;
+    }
+    out.pushRange(json, at, json.length);
+  }
+
+  [Symbol.iterator](): Iterator<Buffer> {
+    return planPieces(this.json, this.plan, this.prefixJson, this.from);
+  }
 }

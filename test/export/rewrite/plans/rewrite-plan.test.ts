@@ -2,7 +2,8 @@
  * The rewrite plan format and its keys (src/export/rewrite/plans/rewrite-plan.ts): a plan applied gives
  * the rewriter's splice for any HTML and prefix; its pieces copy the kept middle of a URL rather
  * than repeat it; a damaged plan is refused, never applied to wrong offsets; keys change with
- * the text, the prefix and the plan; and PLAN_RULES_VERSION must change with the rewriter's output.
+ * the text, the prefix and the plan, also as stored beside the plan; a small plan written straight into
+ * the encoder's chunks is the same bytes; and PLAN_RULES_VERSION must change with the rewriter's output.
  */
 import { PlanFormatError } from '../../../../src/errors.js';
 import { createHash } from 'node:crypto';
@@ -11,7 +12,8 @@ import fc from 'fast-check';
 import t from 'tap';
 import { planContentHtml } from '../../../../src/export/rewrite/plans/html-plan.js';
 import { rewriteHtml } from '../../../../src/export/rewrite/rewriter/html-rewriter.js';
-import { EMPTY_PLAN, jsonPrefixBytes, planFromEdits, planKey, PLAN_RULES_VERSION, splicedLength } from '../../../../src/export/rewrite/plans/rewrite-plan.js';
+import { EMPTY_PLAN, jsonPrefixBytes, planFromEdits, planKey, planPieces, PlanSplice, PLAN_KEY_BYTES, PLAN_RULES_VERSION, splicedLength, storedPlanMatches } from '../../../../src/export/rewrite/plans/rewrite-plan.js';
+import { JsonChunker } from '../../../../src/export/encode/json-encoder.js';
 import { arbitraryHtml } from '../../../helpers/html-arbitrary.js';
 import { applyPlan } from '../../../helpers/plans.js';
 import { sourceUrl } from '../../../helpers/paths.js';
@@ -97,6 +99,41 @@ t.test('a key is SHA-256 of the rules version, the prefix, the text and the plan
   const big = Buffer.alloc(70_000, 1);
   const small = json('<img src="a.png">');
   t.ok(planKey(small, '/media/', big).equals(sha(`kb-export rewrite plan ${PLAN_RULES_VERSION}\0/media/\0`, small, big)), 'a plan over 64 KB');
+});
+
+t.test('a stored key and plan match their text only: another text, prefix, plan byte or key byte does not', async (t) => {
+  const j = json('<img src="a.png">');
+  const plan = planContentHtml(j, '/media/');
+  const stored = Buffer.concat([planKey(j, '/media/', plan), plan]);
+  t.ok(storedPlanMatches(j, '/media/', stored), 'its own text and prefix');
+  t.notOk(storedPlanMatches(json('<img src="b.png">'), '/media/', stored), 'another text');
+  t.notOk(storedPlanMatches(j, '/cdn/', stored), 'another prefix');
+  for (const at of [0, PLAN_KEY_BYTES - 1, PLAN_KEY_BYTES, stored.length - 1]) {
+    const damaged = Buffer.from(stored);
+    damaged[at]! ^= 1;
+    t.notOk(storedPlanMatches(j, '/media/', damaged), `byte ${at} changed`);
+  }
+  t.notOk(storedPlanMatches(j, '/media/', stored.subarray(0, PLAN_KEY_BYTES - 1)), 'shorter than a key');
+  const long = json(`<img src="a.png">${'x'.repeat(70_000)}`);
+  const longPlan = planContentHtml(long, '/media/');
+  t.ok(storedPlanMatches(long, '/media/', Buffer.concat([planKey(long, '/media/', longPlan), longPlan])), 'a text over 64 KB');
+});
+
+t.test("a small plan written straight into the encoder's chunks is its pieces' bytes, any chunk size", async (t) => {
+  fc.assert(
+    fc.property(arbitraryHtml, prefixes, fc.integer({ min: 1, max: 64 }), fc.integer({ min: 0, max: 40 }), (h, p, chunkSize, from) => {
+      const j = json(h);
+      const plan = Buffer.concat([Buffer.alloc(from, 7), planContentHtml(j, p)]);
+      const out = new JsonChunker(chunkSize);
+      out.push('[');
+      new PlanSplice(j, plan, from, jsonPrefixBytes(p)).writeTo(out);
+      out.push(']');
+      const want = Buffer.concat([Buffer.from('['), ...planPieces(j, plan, jsonPrefixBytes(p), from), Buffer.from(']')]);
+      return Buffer.concat(out.takeChunks()).equals(want) && Buffer.concat([...new PlanSplice(j, plan, from, jsonPrefixBytes(p))]).equals(want.subarray(1, -1));
+    }),
+    { numRuns: 2000 },
+  );
+  t.pass('held for 2,000 documents, prefixes, chunk sizes and plan offsets');
 });
 
 t.test('PLAN_RULES_VERSION changes when the rewriter\'s output does', async (t) => {
