@@ -18,13 +18,13 @@ const PIECE_LITERAL = 2;
 
 const SCRATCH = Buffer.allocUnsafeSlow(64 * 1024);
 
-/** SHA-256 of `a`, `b` then `c`; a Hash object per call cost more than the hashing of a small document. */
-function sha256(a: Buffer, b: Buffer, c: Buffer): Buffer {
-  const n = a.length + b.length + c.length;
-  if (n > SCRATCH.length) return createHash('sha256').update(a).update(b).update(c).digest();
+/** SHA-256 of `a`, `b` then `c[cFrom…]`; a Hash object per call cost more than the hashing of a small document. */
+function sha256(a: Buffer, b: Buffer, c: Buffer, cFrom = 0): Buffer {
+  const n = a.length + b.length + c.length - cFrom;
+  if (n > SCRATCH.length) return createHash('sha256').update(a).update(b).update(c.subarray(cFrom)).digest();
   a.copy(SCRATCH, 0);
   b.copy(SCRATCH, a.length);
-  c.copy(SCRATCH, a.length + b.length);
+  c.copy(SCRATCH, a.length + b.length, cFrom);
   return hash('sha256', SCRATCH.subarray(0, n), 'buffer');
 }
 
@@ -51,17 +51,7 @@ export function planKey(json: Buffer, prefix: string, plan: Buffer): Buffer {
 /** Whether `stored` (a key, then its plan: plan-store.ts) is the plan of `json` under `prefix`; no copy of it is made. */
 export function storedPlanMatches(json: Buffer, prefix: string, stored: Buffer): boolean {
   if (stored.length < PLAN_KEY_BYTES) return false;
-  const head = ofPrefix(prefix).keyHead;
-  const n = head.length + json.length + stored.length - PLAN_KEY_BYTES;
-  let digest: Buffer;
-  if (n > SCRATCH.length) digest = createHash('sha256').update(head).update(json).update(stored.subarray(PLAN_KEY_BYTES)).digest();
-  else {
-    head.copy(SCRATCH, 0);
-    json.copy(SCRATCH, head.length);
-    stored.copy(SCRATCH, head.length + json.length, PLAN_KEY_BYTES);
-    digest = hash('sha256', SCRATCH.subarray(0, n), 'buffer');
-  }
-  return digest.compare(stored, 0, PLAN_KEY_BYTES) === 0;
+  return sha256(ofPrefix(prefix).keyHead, json, stored, PLAN_KEY_BYTES).compare(stored, 0, PLAN_KEY_BYTES) === 0;
 }
 
 /** `prefix` as it stands inside a JSON string. */
@@ -272,7 +262,7 @@ export function splicedLength(json: Buffer, plan: Buffer, prefixBytes: number, p
   return run();
 }
 
-/** Pieces a plan of fewer than this many bytes can make: fewer than the encoder's pause interval (export-body.ts). */
+/** A plan under this many bytes has fewer pieces than the encoder writes between pauses (export-body.ts, D8.8). */
 export const DIRECT_PLAN_BYTES = 1024;
 
 /**
