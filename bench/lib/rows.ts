@@ -1,7 +1,7 @@
 import type { ContentHtmlJson } from '../../src/export/encode/document-encoder.js';
 import { DOC, type DocumentRow } from '../../src/export/encode/rows.js';
 import { planContentHtml } from '../../src/export/rewrite/plans/html-plan.js';
-import { jsonPrefixBytes, planPieces } from '../../src/export/rewrite/plans/rewrite-plan.js';
+import { jsonPrefixBytes, planSplice } from '../../src/export/rewrite/plans/rewrite-plan.js';
 import { jsonHtmlMayNeedRewrite } from '../../src/export/rewrite/rewriter/html-rewriter.js';
 import { rewriteMediaUrl } from '../../src/export/rewrite/rewriter/media-url.js';
 /**
@@ -91,7 +91,5 @@ export function stagedRow(row: DocumentRow, prefix: string): { coverUrl: Buffer 
   const coverUrl = cover === null || cover.length === 0 ? null : Buffer.from(JSON.stringify(rewriteMediaUrl(cover.toString('utf8'), prefix)));
   const text = row[DOC.contentHtml];
   if (text === null || !jsonHtmlMayNeedRewrite(text)) return { coverUrl, html: text };
-  const plan = planContentHtml(text, prefix);
-  const pj = jsonPrefixBytes(prefix);
-  return { coverUrl, html: plan.length === 0 ? text : { [Symbol.iterator]: () => planPieces(text, plan, pj) } };
+  return { coverUrl, html: planSplice(text, planContentHtml(text, prefix), jsonPrefixBytes(prefix)) };
 }

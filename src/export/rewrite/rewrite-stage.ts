@@ -4,7 +4,7 @@ import type { BatchRewrites, ContentHtmlJson } from '../encode/document-encoder.
 import { DOC, documentIdOf, type DocumentRow } from '../encode/rows.js';
 import { planContentHtml, planContentHtmlSliced } from './plans/html-plan.js';
 import { readStoredPlan, type PlanWriter } from './plans/plan-store.js';
-import { DIRECT_PLAN_BYTES, jsonPrefixBytes, planKey, planPieces, PlanSplice, PLAN_KEY_BYTES, splicedLength, storedPlanMatches } from './plans/rewrite-plan.js';
+import { jsonPrefixBytes, planKey, planSplice, PLAN_KEY_BYTES, splicedLength, storedPlanMatches } from './plans/rewrite-plan.js';
 import { jsonHtmlMayNeedRewrite } from './rewriter/html-rewriter.js';
 import { rewriteMediaUrl } from './rewriter/media-url.js';
 import type { RewritePool } from './workers/rewrite-pool.js';
@@ -61,8 +61,7 @@ export async function rewriteRows(rows: readonly DocumentRow[], opts: RewriteSta
   const splice = (text: Buffer, plan: Buffer, from: number, length: number): ContentHtmlJson | null => {
     if (length < 0) return null;
     bytes += length - text.length;
-    if (plan.length - from < DIRECT_PLAN_BYTES) return new PlanSplice(text, plan, from, pj);
-    return { [Symbol.iterator]: () => planPieces(text, plan, pj, from) };
+    return planSplice(text, plan, pj, from);
   };
   // `plan[from…]`; a promise only when the plan's edits outlast the event-loop slice.
   const spliced = (text: Buffer, plan: Buffer, from = 0): ContentHtmlJson | null | Promise<ContentHtmlJson | null> => {

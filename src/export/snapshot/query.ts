@@ -47,6 +47,8 @@ const json = (col: string, nullable = false) => (nullable ? `coalesce(to_json(nu
 /** A column's JSON text, `def` when it is NULL or '' (decisions.md D2.2-D2.4). */
 const withDefault = (col: string, def: string) => `to_json(coalesce(nullif(${col}, ''), '${def}'))::text`;
 
+const plansRead = (opts: DocumentQueryOptions) => opts.includeContentHtml && opts.withPlans === true;
+
 /** The stored plan of a row with contentHtml: one index probe, never a join the planner could turn into a scan. */
 const storedPlan = (value: string) =>
   `CASE WHEN content_html <> '' THEN (SELECT ${value} FROM rewrite_plans WHERE document_id = documents.id) END`;
@@ -91,8 +93,6 @@ export function documentQuery(opts: DocumentQueryOptions, filter = ''): string {
   ${documentsOf(opts, filter)}
   ${ORDER}`;
 }
-
-const plansRead = (opts: DocumentQueryOptions) => opts.includeContentHtml && opts.withPlans === true;
 
 /**
  * Each row's variable-length bytes (decisions.md D8.4): `octet_length` reads a TOAST header, not the

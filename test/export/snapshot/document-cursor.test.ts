@@ -6,15 +6,29 @@
  */
 import { DOC, documentIdOf, type DocumentRow } from '../../../src/export/encode/rows.js';
 import { DependencyError } from '../../../src/errors.js';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { connect } from '../../../src/db/connect.js';
 import { DocumentCursor } from '../../../src/export/snapshot/document-cursor.js';
+import type { DocumentQueryOptions } from '../../../src/export/snapshot/query.js';
 import { inSnapshot, type SnapshotTimeouts } from '../../../src/export/snapshot/snapshot.js';
 import { doc, seed, simpleSeed } from '../../helpers/app.js';
 import { createTestDatabase } from '../../helpers/db.js';
 
 const TIMEOUTS: SnapshotTimeouts = { startMs: 5000, fetchMs: 10_000, lockMs: 5000, idleInTransactionMs: 60_000 };
 const rowBytes = (row: DocumentRow) => row.reduce((n, col) => n + (col?.length ?? 0), 0);
+
+/** Every batch of book `bookId`, read through a cursor of `budget` bytes on a connection of its own. */
+async function readBatches(t: Test, url: string, bookId: string, opts: DocumentQueryOptions, budget: number): Promise<DocumentRow[][]> {
+  const sql = connect(url, { max: 1, applicationName: 'kbx-test-export' });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  return inSnapshot(sql, TIMEOUTS, async (snap) => {
+    const cursor = await DocumentCursor.open(snap, opts, bookId, null, { budgetBytes: budget, maxRows: 1000, firstRows: 16, startMs: 5000, fetchMs: 10_000 });
+    const out: DocumentRow[][] = [];
+    for (let rows = await cursor.next(); rows !== null; rows = await cursor.next()) out.push(rows);
+    await cursor.close();
+    return out;
+  });
+}
 
 t.test('a size-skewed knowledge base: every batch fits the budget or is one row (D8.4)', async (t) => {
   const db = await createTestDatabase(t);
@@ -29,22 +43,7 @@ t.test('a size-skewed knowledge base: every batch fits the budget or is one row 
   await seed(db.sql, simpleSeed(docs));
   const bookId = (await db.sql<{ id: string }[]>`SELECT id FROM books`)[0]!.id;
   const budget = 256 * 1024;
-  const sql = connect(db.url, { max: 1, applicationName: 'kbx-test-export' });
-  t.teardown(() => sql.end({ timeout: 1 }));
-
-  const batches: DocumentRow[][] = await inSnapshot(sql, TIMEOUTS, async (snap) => {
-    const cursor = await DocumentCursor.open(snap, { excludeCategories: true, includeContentHtml: true }, bookId, null, {
-      budgetBytes: budget,
-      maxRows: 1000,
-      firstRows: 16,
-      startMs: 5000,
-      fetchMs: 10_000,
-    });
-    const out: DocumentRow[][] = [];
-    for (let rows = await cursor.next(); rows !== null; rows = await cursor.next()) out.push(rows);
-    await cursor.close();
-    return out;
-  });
+  const batches = await readBatches(t, db.url, bookId, { excludeCategories: true, includeContentHtml: true }, budget);
 
   t.equal(batches[0]!.length, 16, 'the first batch is small');
   for (const [i, batch] of batches.entries()) {
@@ -70,16 +69,7 @@ t.test('stored plans read with their rows count toward the budget (D8.4)', async
     SELECT id, sha256(id::bytea), CASE WHEN right(id, 1) = '0' THEN decode(repeat('ab', 100 * 1024), 'hex') ELSE '\x01'::bytea END
     FROM documents`;
   const budget = 256 * 1024;
-  const sql = connect(db.url, { max: 1, applicationName: 'kbx-test-export' });
-  t.teardown(() => sql.end({ timeout: 1 }));
-  const batches: DocumentRow[][] = await inSnapshot(sql, TIMEOUTS, async (snap) => {
-    const opts = { excludeCategories: true, includeContentHtml: true, withPlans: true };
-    const cursor = await DocumentCursor.open(snap, opts, bookId, null, { budgetBytes: budget, maxRows: 1000, firstRows: 16, startMs: 5000, fetchMs: 10_000 });
-    const out: DocumentRow[][] = [];
-    for (let rows = await cursor.next(); rows !== null; rows = await cursor.next()) out.push(rows);
-    await cursor.close();
-    return out;
-  });
+  const batches = await readBatches(t, db.url, bookId, { excludeCategories: true, includeContentHtml: true, withPlans: true }, budget);
   const rows = batches.flat();
   t.equal(rows.filter((r) => (r[DOC.plan]?.length ?? 0) > 200 * 1024).length, 20, 'the large plans came with their rows');
   t.ok(rows.every((r) => r[DOC.plan] !== null), 'and every small one');

@@ -50,8 +50,7 @@ export function planKey(json: Buffer, prefix: string, plan: Buffer): Buffer {
 
 /** Whether `stored` (a key, then its plan: plan-store.ts) is the plan of `json` under `prefix`; no copy of it is made. */
 export function storedPlanMatches(json: Buffer, prefix: string, stored: Buffer): boolean {
-  if (stored.length < PLAN_KEY_BYTES) return false;
-  return sha256(ofPrefix(prefix).keyHead, json, stored, PLAN_KEY_BYTES).compare(stored, 0, PLAN_KEY_BYTES) === 0;
+  return stored.length >= PLAN_KEY_BYTES && sha256(ofPrefix(prefix).keyHead, json, stored, PLAN_KEY_BYTES).compare(stored, 0, PLAN_KEY_BYTES) === 0;
 }
 
 /** `prefix` as it stands inside a JSON string. */
@@ -263,7 +262,18 @@ export function splicedLength(json: Buffer, plan: Buffer, prefixBytes: number, p
 }
 
 /** A plan under this many bytes has fewer pieces than the encoder writes between pauses (export-body.ts, D8.8). */
-export const DIRECT_PLAN_BYTES = 1024;
+const DIRECT_PLAN_BYTES = 1024;
+
+/**
+ * `json` with a checked plan (`plan[from…]`, splicedLength gave its length) applied, as the encoder
+ * takes it: the text itself for an empty plan, a PlanSplice written at once for a small one, else
+ * planPieces' views, between which the encoder may pause.
+ */
+export function planSplice(json: Buffer, plan: Buffer, prefixJson: Buffer, from = 0): Buffer | DirectPieces | Iterable<Buffer> {
+  if (plan.length === from) return json;
+  if (plan.length - from < DIRECT_PLAN_BYTES) return new PlanSplice(json, plan, from, prefixJson);
+  return { [Symbol.iterator]: () => planPieces(json, plan, prefixJson, from) };
+}
 
 /**
  * A checked splice (splicedLength gave its length) of a small plan, written straight into the
