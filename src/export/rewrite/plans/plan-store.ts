@@ -36,8 +36,12 @@ interface PlanWriterLog {
 }
 
 interface PlanWriterOptions {
+  /** Plans waiting at most (default 10,000), and their bytes at most (default 16 MiB; one larger plan alone is taken). */
   maxQueued?: number;
+  maxQueuedBytes?: number;
+  /** Plans per INSERT at most (default 1,000), and their bytes at most (default 256 KiB). */
   batchSize?: number;
+  batchBytes?: number;
   /** Longest wait for one INSERT, ms (default 5000): past it, plans are dropped until it settles. */
   timeoutMs?: number;
   log?: PlanWriterLog;
@@ -76,13 +80,21 @@ class PlanWriteTimeout extends Error {
   }
 }
 
+/** The statements sent before the first answers: while the event loop is busy exporting, the connection stays busy too. */
+const IN_FLIGHT = 2;
+
+type Batch = { large: [string, StoredPlan] } | { rows: { d: string; k: string; p: string }[] };
+
 export class PlanWriter {
   readonly counts: PlanWriterCounts = { written: 0, dropped: 0, failed: 0 };
   readonly #maxQueued: number;
+  readonly #maxQueuedBytes: number;
   readonly #batchSize: number;
+  readonly #batchBytes: number;
   readonly #log: PlanWriterLog | undefined;
   /** Plans waiting, by document id: a document offered twice is written once, with its last plan. */
   #queue = new Map<string, StoredPlan>();
+  #queuedBytes = 0;
   #writing: Promise<void> | null = null;
   #stuck: Promise<unknown> | null = null;
   #closed = false;
@@ -93,18 +105,24 @@ export class PlanWriter {
     opts: PlanWriterOptions = {},
   ) {
     this.#maxQueued = opts.maxQueued ?? 10_000;
-    this.#batchSize = opts.batchSize ?? 500;
+    this.#maxQueuedBytes = opts.maxQueuedBytes ?? 16 * 1024 * 1024;
+    this.#batchSize = opts.batchSize ?? 1000;
+    this.#batchBytes = opts.batchBytes ?? 256 * 1024;
     this.#timeoutMs = opts.timeoutMs ?? 5000;
     this.#log = opts.log;
   }
 
   /** Queues a document's plan; never waits or throws. False when dropped (queue full, a write stuck, closed). */
   offer(documentId: string, key: Buffer, plan: Buffer): boolean {
-    if (this.#closed || this.#stuck !== null || (this.#queue.size >= this.#maxQueued && !this.#queue.has(documentId))) {
+    const before = this.#queue.get(documentId);
+    const bytes = this.#queuedBytes - (before ? sizeOf(before) : 0) + key.length + plan.length;
+    const full = before === undefined && this.#queue.size >= this.#maxQueued;
+    if (this.#closed || this.#stuck !== null || full || (bytes > this.#maxQueuedBytes && this.#queue.size > (before ? 1 : 0))) {
       this.counts.dropped++;
       return false;
     }
     this.#queue.set(documentId, { key, plan });
+    this.#queuedBytes = bytes;
     this.#writing ??= this.#writeAll();
     return true;
   }
@@ -121,49 +139,76 @@ export class PlanWriter {
   async #writeAll(): Promise<void> {
     // Let the export that offered this plan offer the rest of its batch first.
     await new Promise((resolve) => setImmediate(resolve));
+    const sent: Promise<void>[] = [];
     try {
-      while (this.#queue.size > 0) {
-        const batch: { d: string; k: string; p: string }[] = [];
-        let large: [string, StoredPlan] | undefined;
-        for (const [d, stored] of this.#queue) {
-          if (stored.plan.length >= LARGE_PLAN_BYTES) {
-            if (batch.length > 0) continue;
-            large = [d, stored];
-            this.#queue.delete(d);
-            break;
-          }
-          batch.push({ d, k: stored.key.toString('base64'), p: stored.plan.toString('base64') });
-          this.#queue.delete(d);
-          if (batch.length >= this.#batchSize) break;
-        }
-        // One statement, never begin(): postgres.js 3.4 crashes on begin()'s ROLLBACK over a lost connection.
-        const write = (
-          large
-            ? this.sql.unsafe(INSERT_ONE, [large[0], large[1].key.toString('base64'), large[1].plan.toString('base64')])
-            : this.sql.unsafe(INSERT, [JSON.stringify(batch)])
-        ).execute();
-        write.catch(() => {});
-        let timer: NodeJS.Timeout | undefined;
-        const late = new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new PlanWriteTimeout(this.#timeoutMs)), this.#timeoutMs);
-        });
-        try {
-          this.counts.written += (await Promise.race([write, late])).count;
-        } catch (err) {
-          let lost = large ? 1 : batch.length;
-          if (err instanceof PlanWriteTimeout) {
-            lost += this.#queue.size;
-            this.#queue.clear();
-            this.#stuck = write.finally(() => (this.#stuck = null)).catch(() => {});
-          }
-          this.counts.failed += lost;
-          this.#log?.warn({ err, plans: lost }, 'rewrite plans not written (the next export computes them again)');
-        } finally {
-          clearTimeout(timer);
-        }
+      while (sent.length > 0 || (this.#queue.size > 0 && this.#stuck === null)) {
+        if (sent.length < IN_FLIGHT && this.#queue.size > 0 && this.#stuck === null) sent.push(this.#write(this.#take()));
+        else await sent.shift();
       }
     } finally {
       this.#writing = null;
     }
   }
+
+  /** The next batch: one large plan alone, or small ones up to the batch's bounds. */
+  #take(): Batch {
+    const rows: { d: string; k: string; p: string }[] = [];
+    let bytes = 0;
+    for (const [d, stored] of this.#queue) {
+      if (stored.plan.length >= LARGE_PLAN_BYTES) {
+        if (rows.length > 0) continue;
+        this.#remove(d, stored);
+        return { large: [d, stored] };
+      }
+      rows.push({ d, k: stored.key.toString('base64'), p: stored.plan.toString('base64') });
+      this.#remove(d, stored);
+      bytes += sizeOf(stored);
+      if (rows.length >= this.#batchSize || bytes >= this.#batchBytes) break;
+    }
+    return { rows };
+  }
+
+  #remove(documentId: string, stored: StoredPlan): void {
+    this.#queue.delete(documentId);
+    this.#queuedBytes -= sizeOf(stored);
+  }
+
+  /** Sends one batch and settles with its outcome counted; never rejects. */
+  async #write(batch: Batch): Promise<void> {
+    // One statement, never begin(): postgres.js 3.4 crashes on begin()'s ROLLBACK over a lost connection.
+    const write = (
+      'large' in batch
+        ? this.sql.unsafe(INSERT_ONE, [batch.large[0], batch.large[1].key.toString('base64'), batch.large[1].plan.toString('base64')])
+        : this.sql.unsafe(INSERT, [JSON.stringify(batch.rows)])
+    ).execute();
+    write.catch(() => {});
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new PlanWriteTimeout(this.#timeoutMs)), this.#timeoutMs);
+    });
+    try {
+      // Not `written += await …`: that reads the count before the wait, and two batches are in flight.
+      const { count } = await Promise.race([write, late]);
+      this.counts.written += count;
+    } catch (err) {
+      let lost = 'large' in batch ? 1 : batch.rows.length;
+      if (err instanceof PlanWriteTimeout) {
+        lost += this.#queue.size;
+        this.#queue.clear();
+        this.#queuedBytes = 0;
+        const stuck: Promise<unknown> = write.finally(() => {
+          if (this.#stuck === stuck) this.#stuck = null;
+        }).catch(() => {});
+        this.#stuck = stuck;
+      }
+      this.counts.failed += lost;
+      this.#log?.warn({ err, plans: lost }, 'rewrite plans not written (the next export computes them again)');
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+function sizeOf(stored: StoredPlan): number {
+  return stored.key.length + stored.plan.length;
 }

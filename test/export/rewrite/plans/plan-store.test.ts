@@ -1,6 +1,7 @@
 /**
- * Writing rewrite plans behind the exports (src/export/rewrite/plans/plan-store.ts): a full queue drops
- * instead of waiting; a plan of a document deleted meanwhile is skipped; and when the plans'
+ * Writing rewrite plans behind the exports (src/export/rewrite/plans/plan-store.ts): a queue full in
+ * plans or bytes drops instead of waiting; batches sent while others are in flight each write and
+ * count their own plans; a plan of a document deleted meanwhile is skipped; and when the plans'
  * connection to PostgreSQL freezes (a real TCP proxy in between), exports go on with the same
  * bytes, the lost plans are counted and logged within DB_TIMEOUT_MS, and plans are written again
  * once it is back. Stored plans read back with their rows byte for byte from bytea's hex text, and never
@@ -63,6 +64,39 @@ t.test('a full queue drops instead of waiting; a deleted document\'s plan is ski
   const [row] = await db.sql<{ plan_key: Buffer }[]>`SELECT plan_key FROM rewrite_plans WHERE document_id = ${ids[0]!}`;
   t.same(row!.plan_key, key(4), 'with its newest plan');
   t.notOk(writer.offer(ids[2]!, key(5), Buffer.from([5])), 'a closed writer takes no more');
+});
+
+t.test('the queue is bounded in bytes too; one plan larger than the bound is taken alone', async (t) => {
+  await db.sql`TRUNCATE rewrite_plans`;
+  const writer = new PlanWriter(db.sql, { maxQueuedBytes: 100 });
+  t.ok(writer.offer(ids[0]!, key(1), Buffer.alloc(500, 1)), 'a plan over the bound, into an empty queue');
+  t.notOk(writer.offer(ids[1]!, key(2), Buffer.alloc(10, 2)), 'nothing beside it');
+  await writer.drain();
+  t.ok(writer.offer(ids[1]!, key(2), Buffer.alloc(10, 2)), 'once it is written, 42 bytes');
+  t.ok(writer.offer(ids[2]!, key(3), Buffer.alloc(10, 3)), '84 bytes');
+  t.notOk(writer.offer(ids[0]!, key(4), Buffer.alloc(10, 4)), '126 bytes: dropped');
+  await writer.close();
+  t.same(writer.counts, { written: 3, dropped: 2, failed: 0 });
+  t.equal(await storedPlans(), 3);
+});
+
+t.test('batches in flight together: every plan written once, with its own bytes, and counted', async (t) => {
+  await db.sql`TRUNCATE rewrite_plans`;
+  const all = (await db.sql<{ id: string }[]>`SELECT id FROM documents ORDER BY id`).map((r) => r.id);
+  const planOf = (i: number) => Buffer.alloc((i % 50) + 1, i);
+  // Small bounds in plans and bytes, so batches of both kinds are sent while earlier ones are in flight.
+  const writer = new PlanWriter(db.sql, { batchSize: 7, batchBytes: 300 });
+  const taken = all.filter((id, i) => writer.offer(id, key(i % 256), planOf(i)));
+  t.equal(taken.length, all.length, `all ${all.length} queued`);
+  await writer.close();
+  t.same(writer.counts, { written: all.length, dropped: 0, failed: 0 }, 'each counted once');
+  const rows = await db.sql<{ document_id: string; plan_key: Buffer; plan: Buffer }[]>`SELECT * FROM rewrite_plans`;
+  const wrong = rows.filter((r) => {
+    const i = all.indexOf(r.document_id);
+    return !r.plan_key.equals(key(i % 256)) || !r.plan.equals(planOf(i));
+  });
+  t.equal(rows.length, all.length, 'each stored');
+  t.same(wrong, [], 'under its own document');
 });
 
 async function exportBody(server: TestServer): Promise<Buffer> {
