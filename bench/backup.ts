@@ -1,7 +1,8 @@
 /**
- * `npm run build && node dist/bench/backup.js [--size large|medium|small] [--runs N]`: `kb-export
- * backup` against `curl -o` of the same export from the same server in the same run (curl is the
- * baseline: what people run without this client), once per way the file can be written:
+ * Scenario 13 (issue 21), and `npm run build && node dist/bench/backup.js [--size large|medium|small]
+ * [--runs N]` alone: `kb-export backup` against `curl -o` of the same export from the same server in
+ * the same run (curl is the baseline: what people run without this client), once per way the file
+ * can be written:
  * - plain JSON: curl asks for no compression; the client asks for one in transit, decodes it,
  *   verifies and writes the JSON;
  * - `.json.gz`, `.json.br` (and `.json.zst` where the runtime has zstd): curl asks for that
@@ -20,14 +21,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import zlib from 'node:zlib';
 import { documentsForSize } from '../src/generate/sizes.js';
-import { BENCH_KEY, ensureDataset, openBenchDatabase } from './lib/datasets.js';
+import { BENCH_KEY, ensureDataset, openBenchDatabase, type Dataset } from './lib/datasets.js';
 import { startServer } from './lib/server-process.js';
 import { machineInfo } from './machine.js';
+import { fmt, type ResultRow, type ScenarioResult } from './result.js';
 
 const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../src/cli.js');
-const arg = (name: string, fallback: string) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1]! : fallback);
-const size = arg('--size', 'large');
-const runs = Number(arg('--runs', '3'));
 
 interface Measured {
   ms: number;
@@ -76,54 +75,107 @@ const SCENARIOS: Scenario[] = [
   ...(hasZstd ? [{ label: 'zstd (.json.zst)', encoding: 'zstd', file: 'backup.json.zst' }] : []),
 ];
 
-const db = await openBenchDatabase();
-const dataset = await ensureDataset(db.sql, size, documentsForSize(size), (l) => process.stderr.write(`${l}\n`));
-const server = await startServer({ databaseUrl: db.url, env: { EXPORT_CACHE_BYTES: '0' } });
-const dir = mkdtempSync(path.join(os.tmpdir(), 'kb-export-bench-backup-'));
-try {
-  const url = `${server.base}/api/v1/open/books/${dataset.slug}/docs`;
-  const rows: string[] = [];
-  let jsonBytes = 0;
-  for (const s of SCENARIOS) {
-    const curl: Measured[] = [];
-    const client: Measured[] = [];
-    let curlBytes = 0;
-    let fileBytes = 0;
-    for (let i = 0; i < runs; i++) {
-      const curlOut = path.join(dir, `curl-${s.file}`);
-      const headers = ['-H', `Authorization: Bearer ${BENCH_KEY}`, ...(s.encoding ? ['-H', `Accept-Encoding: ${s.encoding}`] : [])];
-      curl.push(await measure('curl', ['-sf', '-o', curlOut, ...headers, url], process.env));
-      curlBytes = statSync(curlOut).size;
-      const run = await measure(CLI, ['backup', '--server', server.base, '--book', dataset.slug, '--out', path.join(dir, s.file)], {
-        ...process.env,
-        KB_EXPORT_API_KEY: BENCH_KEY,
-      });
-      client.push(run);
-      fileBytes = statSync(path.join(dir, s.file)).size;
-      // The compressed backups must be the server's bytes, not the client's own compression.
-      if (s.encoding !== null && !run.stderr.includes(`${s.encoding} as the server sent it`)) throw new Error(`${s.file} was not written as sent: ${run.stderr}`);
-      const m = / (\d+) bytes/.exec(run.stderr.split('\n').filter((l) => l.startsWith('wrote '))[0] ?? '');
-      if (m) jsonBytes = Number(m[1]);
-      if (s.encoding === null && fileBytes !== curlBytes) throw new Error('the backup and curl wrote different sizes');
+interface BackupFigures {
+  scenario: Scenario;
+  fileBytes: number;
+  curl: Measured[];
+  client: Measured[];
+}
+
+/** `runs` alternating curl and backup runs of each way a file is written; the JSON's bytes as the client counted them. */
+async function measureBackups(
+  databaseUrl: string,
+  dataset: Dataset,
+  runs: number,
+  log: (line: string) => void,
+): Promise<{ figures: BackupFigures[]; jsonBytes: number }> {
+  const server = await startServer({ databaseUrl, env: { EXPORT_CACHE_BYTES: '0' } });
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'kb-export-bench-backup-'));
+  try {
+    const url = `${server.base}/api/v1/open/books/${dataset.slug}/docs`;
+    const figures: BackupFigures[] = [];
+    let jsonBytes = 0;
+    for (const s of SCENARIOS) {
+      log(`13. backup to ${s.file}, ${runs} run(s) against curl`);
+      const f: BackupFigures = { scenario: s, fileBytes: 0, curl: [], client: [] };
+      for (let i = 0; i < runs; i++) {
+        const curlOut = path.join(dir, `curl-${s.file}`);
+        const headers = ['-H', `Authorization: Bearer ${BENCH_KEY}`, ...(s.encoding ? ['-H', `Accept-Encoding: ${s.encoding}`] : [])];
+        f.curl.push(await measure('curl', ['-sf', '-o', curlOut, ...headers, url], process.env));
+        const curlBytes = statSync(curlOut).size;
+        const run = await measure(CLI, ['backup', '--server', server.base, '--book', dataset.slug, '--out', path.join(dir, s.file)], {
+          ...process.env,
+          KB_EXPORT_API_KEY: BENCH_KEY,
+        });
+        f.client.push(run);
+        f.fileBytes = statSync(path.join(dir, s.file)).size;
+        // The compressed backups must be the server's bytes, not the client's own compression.
+        if (s.encoding !== null && !run.stderr.includes(`${s.encoding} as the server sent it`)) throw new Error(`${s.file} was not written as sent: ${run.stderr}`);
+        const m = / (\d+) bytes/.exec(run.stderr.split('\n').filter((l) => l.startsWith('wrote '))[0] ?? '');
+        if (m) jsonBytes = Number(m[1]);
+        if (s.encoding === null && f.fileBytes !== curlBytes) throw new Error('the backup and curl wrote different sizes');
+      }
+      figures.push(f);
     }
-    const c = median(curl.map((x) => x.ms));
-    const b = median(client.map((x) => x.ms));
-    const mbs = (ms: number) => (jsonBytes / 1e6 / (ms / 1000)).toFixed(1);
-    const peak = (xs: Measured[]) => `${(Math.max(...xs.map((x) => x.peakRssBytes)) / 2 ** 20).toFixed(1)} MB`;
-    rows.push(
-      `| ${s.label} | ${(fileBytes / 1e6).toFixed(1)} MB | ${(c / 1000).toFixed(1)} s (${mbs(c)} MB/s of JSON), ${peak(curl)} | ${(b / 1000).toFixed(1)} s (${mbs(b)} MB/s of JSON), ${peak(client)} | ${(b / c).toFixed(2)}× |`,
-    );
+    return { figures, jsonBytes };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    await server.stop();
   }
-  const m = machineInfo();
-  console.log(`## kb-export backup against curl -o (bench/backup.ts)\n`);
-  console.log(
-    `${m.cpu}, ${m.cores} cores, Node.js ${m.node}; the \`${size}\` knowledge base, ${dataset.exported} documents, ${(jsonBytes / 1e6).toFixed(0)} MB of JSON; median of ${runs} alternating runs; peak RSS the highest of the runs.\n`,
-  );
-  console.log('| File | Size on disk | curl -o of the same export (baseline), peak RSS | kb-export backup, peak RSS | × curl time |');
-  console.log('|---|---:|---:|---:|---:|');
-  for (const r of rows) console.log(r);
-} finally {
-  rmSync(dir, { recursive: true, force: true });
-  await server.stop();
-  await db.close();
+}
+
+const peak = (xs: Measured[]) => `${(Math.max(...xs.map((x) => x.peakRssBytes)) / 2 ** 20).toFixed(1)} MB`;
+
+/** Scenario 13: each compressed backup against curl of the same compressed export (target ≤ 1.3×); plain JSON beside them. */
+export async function run(opts: { databaseUrl: string; dataset: Dataset; runs: number; log: (line: string) => void }): Promise<ScenarioResult> {
+  const { figures, jsonBytes } = await measureBackups(opts.databaseUrl, opts.dataset, opts.runs, opts.log);
+  const rows: ResultRow[] = figures.map(({ scenario: s, fileBytes, curl, client }) => {
+    const [c, b] = [median(curl.map((x) => x.ms)), median(client.map((x) => x.ms))];
+    const compressed = s.encoding !== null;
+    return {
+      scenario: '13. Backup',
+      what: `kb-export backup of ${opts.dataset.name} (${fmt(jsonBytes / 1e6)} MB of JSON) to ${s.label}, ${fmt(fileBytes / 1e6)} MB; client peak RSS ${peak(client)}`,
+      baseline: `curl -o of the same export${compressed ? `, Content-Encoding ${s.encoding}` : ''} ${fmt(c / 1000, 2)} s`,
+      measured: `${fmt(b / 1000, 2)} s`,
+      ratio: b / c,
+      target: compressed ? '≤ 1.3×' : '',
+      met: compressed ? b / c <= 1.3 : null,
+    };
+  });
+  return {
+    rows,
+    notes: [
+      `13: median of ${opts.runs} alternating run(s) of curl and of the \`kb-export\` executable, each its own process, against the same server (export cache off); ` +
+        'a compressed backup writes the bytes the server sent and verifies a decompressed copy beside them; the plain JSON one asks for a compressed body in transit and decodes it, curl gets the identity body. ' +
+        'Every backup verifies its export and fsyncs its file.',
+    ],
+  };
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const arg = (name: string, fallback: string) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1]! : fallback);
+  const size = arg('--size', 'large');
+  const runs = Number(arg('--runs', '3'));
+  const db = await openBenchDatabase();
+  try {
+    const log = (l: string) => process.stderr.write(`${l}\n`);
+    const dataset = await ensureDataset(db.sql, size, documentsForSize(size), log);
+    const { figures, jsonBytes } = await measureBackups(db.url, dataset, runs, log);
+    const mbs = (ms: number) => (jsonBytes / 1e6 / (ms / 1000)).toFixed(1);
+    const m = machineInfo();
+    console.log(`## kb-export backup against curl -o (bench/backup.ts)\n`);
+    console.log(
+      `${m.cpu}, ${m.cores} cores, Node.js ${m.node}; the \`${size}\` knowledge base, ${dataset.exported} documents, ${(jsonBytes / 1e6).toFixed(0)} MB of JSON; median of ${runs} alternating runs; peak RSS the highest of the runs.\n`,
+    );
+    console.log('| File | Size on disk | curl -o of the same export (baseline), peak RSS | kb-export backup, peak RSS | × curl time |');
+    console.log('|---|---:|---:|---:|---:|');
+    for (const { scenario: s, fileBytes, curl, client } of figures) {
+      const [c, b] = [median(curl.map((x) => x.ms)), median(client.map((x) => x.ms))];
+      console.log(
+        `| ${s.label} | ${(fileBytes / 1e6).toFixed(1)} MB | ${(c / 1000).toFixed(1)} s (${mbs(c)} MB/s of JSON), ${peak(curl)} | ${(b / 1000).toFixed(1)} s (${mbs(b)} MB/s of JSON), ${peak(client)} | ${(b / c).toFixed(2)}× |`,
+      );
+    }
+  } finally {
+    await db.close();
+  }
 }

@@ -25,6 +25,7 @@ import { run as runHardening } from './hardening.js';
 import { run as runPlans } from './plans.js';
 import { run as runMillion } from './million.js';
 import { run as runReplica } from './replica.js';
+import { run as runBackup } from './backup.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 /** The source folder (dist/bench -> bench), where RESULTS.md is kept. */
@@ -369,6 +370,7 @@ async function main(): Promise<void> {
     add(await runPlans({ databaseUrl: db.url, sql: db.sql, large, log }));
     if (!plan.quick) add(await runMillion({ databaseUrl: db.url, sql: db.sql, log }));
     add(await runReplica({ quick: plan.quick, log }));
+    add(await runBackup({ databaseUrl: db.url, dataset: medium, runs: plan.quick ? 1 : 3, log }));
     // After scenario 10: the profile is of an export whose plans are warm.
     const prof = await profile(db.url, large);
 
