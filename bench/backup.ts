@@ -8,6 +8,7 @@
  * - `.json.gz`, `.json.br` (and `.json.zst` where the runtime has zstd): curl asks for that
  *   Content-Encoding and writes the compressed bytes as they arrive; the client asks for the same,
  *   writes the server's bytes as they arrive and verifies a decompressed copy beside them.
+ * The curl runs also give scenario 13's compressed exports against the identity export.
  * Each the median of N runs (default 3), curl and the client alternating, with the client's peak
  * RSS (VmHWM of its process, read from /proc while it runs), run as the `kb-export` executable (its
  * shebang's runtime flags apply). The client also verifies every byte and fsyncs. The server is
@@ -142,6 +143,20 @@ export async function run(opts: { databaseUrl: string; dataset: Dataset; runs: n
       met: compressed ? b / c <= 1.3 : null,
     };
   });
+  // The curl runs are the exports themselves: what compression costs the server against the identity body.
+  const identity = figures.find((f) => f.scenario.encoding === null);
+  for (const f of identity ? figures.filter((x) => x.scenario.encoding !== null) : []) {
+    const [plain, compressed] = [median(identity!.curl.map((x) => x.ms)), median(f.curl.map((x) => x.ms))];
+    rows.push({
+      scenario: '13. Compressed export',
+      what: `curl -o of ${opts.dataset.name}'s export with Content-Encoding ${f.scenario.encoding} (${fmt(f.fileBytes / 1e6)} MB for ${fmt(jsonBytes / 1e6)} MB of JSON), compressed by the server on libuv's threads`,
+      baseline: `the identity export ${fmt(plain / 1000, 2)} s`,
+      measured: `${fmt(compressed / 1000, 2)} s`,
+      ratio: compressed / plain,
+      target: '',
+      met: null,
+    });
+  }
   return {
     rows,
     notes: [
