@@ -1,7 +1,8 @@
 import type { ContentHtmlJson } from '../../src/export/encode/document-encoder.js';
 import { DOC, type DocumentRow } from '../../src/export/encode/rows.js';
 import { planContentHtml } from '../../src/export/rewrite/plans/html-plan.js';
-import { jsonPrefixBytes, planSplice } from '../../src/export/rewrite/plans/rewrite-plan.js';
+import { planSplice } from '../../src/export/rewrite/plans/plan-splice.js';
+import { jsonPrefixBytes } from '../../src/export/rewrite/plans/rewrite-plan.js';
 import { jsonHtmlMayNeedRewrite } from '../../src/export/rewrite/rewriter/html-rewriter.js';
 import { rewriteMediaUrl } from '../../src/export/rewrite/rewriter/media-url.js';
 /**

@@ -9,7 +9,8 @@ import type { JsonChunker } from '../../src/export/encode/json-encoder.js';
 import type { DocumentRow } from '../../src/export/encode/rows.js';
 import { stagedRow } from '../../bench/lib/rows.js';
 import { planContentHtml } from '../../src/export/rewrite/plans/html-plan.js';
-import { jsonPrefixBytes, planPieces } from '../../src/export/rewrite/plans/rewrite-plan.js';
+import { planPieces } from '../../src/export/rewrite/plans/plan-splice.js';
+import { jsonPrefixBytes } from '../../src/export/rewrite/plans/rewrite-plan.js';
 import type { RewritePool } from '../../src/export/rewrite/workers/rewrite-pool.js';
 
 /** JSON text `json` with plan `plan` applied under `prefix`, as one Buffer. */

@@ -4,7 +4,8 @@ import type { BatchRewrites, ContentHtmlJson } from '../encode/document-encoder.
 import { DOC, documentIdOf, type DocumentRow } from '../encode/rows.js';
 import { planContentHtml, planContentHtmlSliced } from './plans/html-plan.js';
 import { readStoredPlan, type PlanWriter } from './plans/plan-store.js';
-import { jsonPrefixBytes, planKey, planSplice, PLAN_KEY_BYTES, splicedLength, storedPlanMatches } from './plans/rewrite-plan.js';
+import { planSplice, splicedLength } from './plans/plan-splice.js';
+import { jsonPrefixBytes, planKey, PLAN_KEY_BYTES, storedPlanMatches } from './plans/rewrite-plan.js';
 import { jsonHtmlMayNeedRewrite } from './rewriter/html-rewriter.js';
 import { rewriteMediaUrl } from './rewriter/media-url.js';
 import type { RewritePool } from './workers/rewrite-pool.js';

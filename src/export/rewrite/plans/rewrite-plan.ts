@@ -1,9 +1,5 @@
-/** Rewrite plans: parse5's edits of a contentHtml JSON text, replayed without parsing (docs/architecture.md). */
+/** Rewrite plans: parse5's edits of a contentHtml JSON text, built and keyed here, replayed without parsing by plan-splice.ts (docs/architecture.md). */
 import { createHash, hash } from 'node:crypto';
-import { PlanFormatError } from '../../../errors.js';
-import type { Pause } from '../../../event-loop.js';
-import type { DirectPieces } from '../../encode/document-encoder.js';
-import type { JsonChunker } from '../../encode/json-encoder.js';
 
 /** The rewriter's rules version: raise it when its output may change (a D3 rule, parse5, the splice). */
 export const PLAN_RULES_VERSION = 1;
@@ -12,9 +8,10 @@ export const PLAN_KEY_BYTES = 32;
 
 export const EMPTY_PLAN: Buffer = Buffer.alloc(0);
 
-const PIECE_PREFIX = 0;
-const PIECE_COPY = 1;
-const PIECE_LITERAL = 2;
+/** A piece's kind, the low two bits of its head (plan-splice.ts reads them). */
+export const PIECE_PREFIX = 0;
+export const PIECE_COPY = 1;
+export const PIECE_LITERAL = 2;
 
 const SCRATCH = Buffer.allocUnsafeSlow(64 * 1024);
 
@@ -154,167 +151,4 @@ export function planFromEdits(json: Buffer, bounds: readonly number[], texts: re
   const builder = new PlanBuilder(json, prefixJson);
   texts.forEach((text, i) => builder.edit(bounds[2 * i]!, bounds[2 * i + 1]!, text));
   return builder.finish();
-}
-
-class PlanReader {
-  constructor(
-    private readonly plan: Buffer,
-    public at = 0,
-  ) {}
-
-  get done(): boolean {
-    return this.at >= this.plan.length;
-  }
-
-  varint(): number {
-    let n = 0;
-    let scale = 1;
-    for (;;) {
-      const b = this.plan[this.at++];
-      if (b === undefined) throw new PlanFormatError('a varint runs past the end of the plan');
-      n += (b & 0x7f) * scale;
-      if (b < 0x80) return n;
-      scale *= 0x80;
-    }
-  }
-
-  bytes(length: number): Buffer {
-    if (this.at + length > this.plan.length) throw new PlanFormatError('literal bytes run past the end of the plan');
-    const out = this.plan.subarray(this.at, this.at + length);
-    this.at += length;
-    return out;
-  }
-}
-
-/**
- * The JSON text with `plan` (its bytes from `from` on) applied, as views; throws PlanFormatError
- * while iterating if the plan does not fit.
- */
-export function* planPieces(json: Buffer, plan: Buffer, prefixJson: Buffer, from = 0): Generator<Buffer, void, undefined> {
-  if (plan.length === from) {
-    yield json;
-    return;
-  }
-  const r = new PlanReader(plan, from);
-  let at = 0;
-  while (!r.done) {
-    const start = at + r.varint();
-    const end = start + r.varint();
-    if (end > json.length) throw new PlanFormatError('an edit lies past the end of the JSON text');
-    if (start > at) yield json.subarray(at, start);
-    for (let n = r.varint(); n > 0; n--) {
-      const head = r.varint();
-      const kind = head % 4;
-      const length = Math.floor(head / 4);
-      if (kind === PIECE_PREFIX) yield prefixJson;
-      else if (kind === PIECE_COPY) {
-        const from = start + r.varint();
-        if (from + length > end) throw new PlanFormatError('a copied run lies outside its edit');
-        yield json.subarray(from, from + length);
-      } else if (kind === PIECE_LITERAL) yield r.bytes(length);
-      else throw new PlanFormatError(`unknown piece kind ${kind}`);
-    }
-    at = end;
-  }
-  if (at < json.length) yield json.subarray(at);
-}
-
-/**
- * The spliced length, or -1 when the plan does not fit `json`. A number unless the event-loop slice
- * ran out on the way (decisions.md D8.8): most plans are a few edits, and a promise per document cost more.
- */
-export function splicedLength(json: Buffer, plan: Buffer, prefixBytes: number, pause: Pause, from = 0): number | Promise<number> {
-  const r = new PlanReader(plan, from);
-  let at = 0;
-  let length = json.length;
-  const run = (): number | Promise<number> => {
-    let edits = 0;
-    try {
-      while (!r.done) {
-        if (++edits % 4096 === 0) {
-          const paused = pause();
-          if (paused !== undefined) return paused.then(run);
-        }
-        const start = at + r.varint();
-        const end = start + r.varint();
-        if (end > json.length) return -1;
-        length -= end - start;
-        for (let n = r.varint(); n > 0; n--) {
-          const head = r.varint();
-          const kind = head % 4;
-          const pieceLength = Math.floor(head / 4);
-          if (kind === PIECE_PREFIX) length += prefixBytes;
-          else if (kind === PIECE_COPY) {
-            if (start + r.varint() + pieceLength > end) return -1;
-            length += pieceLength;
-          } else if (kind === PIECE_LITERAL) length += r.bytes(pieceLength).length;
-          else return -1;
-        }
-        at = end;
-      }
-      return length;
-    } catch (err) {
-      if (err instanceof PlanFormatError) return -1;
-      throw err;
-    }
-  };
-  return run();
-}
-
-/** A plan under this many bytes has fewer pieces than the encoder writes between pauses (export-body.ts, D8.8). */
-const DIRECT_PLAN_BYTES = 1024;
-
-/**
- * `json` with a checked plan (`plan[from…]`, splicedLength gave its length) applied, as the encoder
- * takes it: the text itself for an empty plan, a PlanSplice written at once for a small one, else
- * planPieces' views, between which the encoder may pause.
- */
-export function planSplice(json: Buffer, plan: Buffer, prefixJson: Buffer, from = 0): Buffer | DirectPieces | Iterable<Buffer> {
-  if (plan.length === from) return json;
-  if (plan.length - from < DIRECT_PLAN_BYTES) return new PlanSplice(json, plan, from, prefixJson);
-  return { [Symbol.iterator]: () => planPieces(json, plan, prefixJson, from) };
-}
-
-/**
- * A checked splice (splicedLength gave its length) of a small plan, written straight into the
- * encoder's chunks: no view or generator per piece, which a warm export of small documents paid
- * for each one. Iterating it gives planPieces' views.
- */
-export class PlanSplice implements DirectPieces {
-  constructor(
-    readonly json: Buffer,
-    readonly plan: Buffer,
-    readonly from: number,
-    readonly prefixJson: Buffer,
-  ) {}
-
-  writeTo(out: JsonChunker): void {
-    const { json, plan, prefixJson } = this;
-    const r = new PlanReader(plan, this.from);
-    let at = 0;
-    while (!r.done) {
-      const start = at + r.varint();
-      const end = start + r.varint();
-      out.pushRange(json, at, start);
-      for (let n = r.varint(); n > 0; n--) {
-        const head = r.varint();
-        const kind = head % 4;
-        const length = Math.floor(head / 4);
-        if (kind === PIECE_PREFIX) out.push(prefixJson);
-        else if (kind === PIECE_COPY) {
-          const from = start + r.varint();
-          out.pushRange(json, from, from + length);
-        } else {
-          out.pushRange(plan, r.at, r.at + length);
-          r.at += length;
-        }
-      }
-      at = end;
-    }
-    out.pushRange(json, at, json.length);
-  }
-
-  [Symbol.iterator](): Iterator<Buffer> {
-    return planPieces(this.json, this.plan, this.prefixJson, this.from);
-  }
 }
