@@ -62,8 +62,26 @@ function exited(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => child.once('exit', () => resolve()));
 }
 
-/** Starts bench/server.ts on a free port and resolves once it answers HTTP. Throws if it exits first. */
+/** The server gave up binding a port (EADDRINUSE): another process took it after freePort() chose it. */
+class PortTaken extends Error {}
+
+/**
+ * Starts bench/server.ts on free ports and resolves once it answers HTTP. Throws if it exits first,
+ * with the end of what it printed (the server logs to stdout, Node.js's own errors go to stderr).
+ */
 export async function startServer(opts: ServerOptions): Promise<ServerProcess> {
+  // Tests run in parallel and each starts servers: a port freePort() saw free can be taken before
+  // the child binds it, so that one failure gets fresh ports; any other failure is thrown at once.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(opts);
+    } catch (err) {
+      if (!(err instanceof PortTaken) || attempt === 3) throw err;
+    }
+  }
+}
+
+async function startOnce(opts: ServerOptions): Promise<ServerProcess> {
   const port = await freePort();
   const benchPort = await freePort();
   const runtime = cliRuntime(CLI_JS);
@@ -92,23 +110,28 @@ export async function startServer(opts: ServerOptions): Promise<ServerProcess> {
       LOG_LEVEL: 'warn',
       ...opts.env,
     },
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => {
-    stderr = (stderr + d.toString()).slice(-4000);
-  });
+  let output = '';
+  const keep = (d: Buffer) => {
+    output = (output + d.toString()).slice(-4000);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
   const base = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`bench server exited with ${child.exitCode}: ${stderr}`);
+    if (child.exitCode !== null) {
+      const message = `bench server exited with ${child.exitCode}: ${output}`;
+      throw output.includes('EADDRINUSE') ? new PortTaken(message) : new Error(message);
+    }
     try {
       await fetch(`${base}/health-probe`);
       break;
     } catch {
       if (Date.now() > deadline) {
         child.kill('SIGKILL');
-        throw new Error(`bench server did not answer within 60 s: ${stderr}`);
+        throw new Error(`bench server did not answer within 60 s: ${output}`);
       }
       await new Promise((r) => setTimeout(r, 100));
     }
