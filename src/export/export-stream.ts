@@ -178,7 +178,7 @@ export async function streamExport(
       // The first batch goes out at once: time to first byte does not wait for a full chunk.
       await body.flush();
 
-      // While one batch is written, the next is rewritten and the one after it fetched; not around a large document.
+      // While one batch is written, the next is rewritten and the two after it fetched; not around a large document.
       let pending: { rows: DocumentRow[]; rewrites: Promise<BatchRewrites> } | null = null;
       for (let batch = await cursor.next(); batch !== null; batch = await cursor.next()) {
         writer.check();

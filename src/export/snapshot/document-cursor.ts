@@ -1,6 +1,6 @@
 /**
  * Batches bounded in bytes before they are fetched (decisions.md D8.4): a size cursor (no body read)
- * runs beside the export cursor; the next batch is asked for as soon as the current one arrives.
+ * runs beside the export cursor; the next two batches are asked for as soon as the current one arrives.
  */
 import { type DocumentRow } from '../encode/rows.js';
 import { ROW_OVERHEAD_BYTES, rowsWithinBudget } from './batch-budget.js';
@@ -25,14 +25,23 @@ interface Request {
   rows: Promise<DocumentRow[]>;
 }
 
+/**
+ * Batches asked for before they are wanted. With one, PostgreSQL waited while Node still read the
+ * rows of the batch it had just sent; with two it works on the next one meanwhile.
+ */
+const AHEAD = 2;
+/** A batch not asked for: the next row is larger than the budget, and comes only when wanted (D8.4). */
+const DEFERRED = null;
+const FINISHED: Request = { asked: 0, rows: Promise.resolve([]) };
+
 export class DocumentCursor {
   /** Sizes read ahead; `sizes[head…]` belong to rows not yet asked for. */
   #sizes: number[] = [];
   #head = 0;
   #sizesDone = false;
   #sizesPending: Promise<void> | null = null;
-  /** The next batch: asked for already, to be asked for when wanted (a function), or none. */
-  #ahead: Promise<Request> | (() => Promise<Request>) | null;
+  /** The next batches in order, each asked for once the one before it was; empty once every row was returned. */
+  #ahead: Promise<Request | typeof DEFERRED>[];
   #first = true;
   /** Sizes per read: the first batch's only, so the first byte waits for no more than it needs. */
   #sizeChunk: number;
@@ -42,7 +51,7 @@ export class DocumentCursor {
     private readonly limits: CursorLimits,
   ) {
     this.#sizeChunk = limits.firstRows;
-    this.#ahead = this.#readAhead(this.#request(limits.firstRows, limits.startMs));
+    this.#ahead = [this.#readAhead(this.#request(limits.firstRows, limits.startMs))];
   }
 
   /** Declares both cursors and asks for the first batch; with `since` (changes-query.ts), only what changed. */
@@ -57,22 +66,38 @@ export class DocumentCursor {
 
   /** `[]` for the first batch of an empty book, null once every row was returned. */
   async next(): Promise<DocumentRow[] | null> {
-    if (this.#ahead === null) return null;
-    const ahead = typeof this.#ahead === 'function' ? this.#ahead() : this.#ahead;
-    const { asked, rows: pending } = await ahead;
+    const ahead = this.#ahead.shift();
+    if (ahead === undefined) return null;
+    const { asked, rows: pending } = (await ahead) ?? (await this.#ask());
     const rows = await pending;
     const first = this.#first;
     this.#first = false;
     // FETCH returns fewer rows than asked only at the cursor's end.
-    const more = asked !== 0 && rows.length === asked;
-    // A row larger than the budget is not read ahead, so at most one is in memory (decisions.md D8.4).
-    const ask = () => this.#request(this.limits.maxRows, this.limits.fetchMs);
-    this.#ahead = !more ? null : this.#nextIsOversized() ? ask : this.#readAhead(ask());
+    if (asked !== 0 && rows.length === asked) this.#fill();
+    else this.#ahead = [];
     return rows.length === 0 && !first ? null : rows;
   }
 
+  /** Asks for batches up to AHEAD, none past a row larger than the budget, so at most one is in memory (decisions.md D8.4). */
+  #fill(): void {
+    while (this.#ahead.length < AHEAD) {
+      const before = this.#ahead.at(-1);
+      const after = (r: Request | typeof DEFERRED) => (r === DEFERRED ? DEFERRED : r.asked === 0 ? FINISHED : this.#askUnlessOversized());
+      this.#ahead.push(this.#readAhead(before === undefined ? this.#askUnlessOversized() : before.then(after)));
+    }
+  }
+
+  async #askUnlessOversized(): Promise<Request | typeof DEFERRED> {
+    await this.#ensureSizes(1);
+    return this.#nextIsOversized() ? DEFERRED : this.#ask();
+  }
+
+  #ask(): Promise<Request> {
+    return this.#request(this.limits.maxRows, this.limits.fetchMs);
+  }
+
   /** The export may stop before it wants this batch; its rejection must not then end the process. */
-  #readAhead(request: Promise<Request>): Promise<Request> {
+  #readAhead<T>(request: Promise<T>): Promise<T> {
     request.catch(() => {});
     return request;
   }

@@ -58,6 +58,56 @@ t.test('a size-skewed knowledge base: every batch fits the budget or is one row 
   t.same(ids, docs.map((d) => d.id), 'every row once, in order key order (D1)');
 });
 
+t.test('two batches are asked for ahead, never one past a row larger than the budget (D8.4)', async (t) => {
+  const db = await createTestDatabase(t);
+  const KB = 1024;
+  // Small documents with two of 300 KB among them, against a budget of 64 KB.
+  const docs = Array.from({ length: 400 }, (_, i) =>
+    doc(`d${String(i).padStart(4, '0')}`, `a${String(i).padStart(4, '0')}`, { contentHtml: i === 150 || i === 151 ? 'x'.repeat(300 * KB) : '<p>small</p>' }),
+  );
+  await seed(db.sql, simpleSeed(docs));
+  const bookId = (await db.sql<{ id: string }[]>`SELECT id FROM books`)[0]!.id;
+  const sql = connect(db.url, { max: 1, applicationName: 'kbx-test-export' });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  // Each batch FETCH as it is sent: how many rows next() had returned by then.
+  const sent: number[] = [];
+  let returned = 0;
+  let mostAhead = 0;
+  const batches = await inSnapshot(sql, TIMEOUTS, async (snap) => {
+    const watched = {
+      query<T>(text: string, params: readonly unknown[], opts: { raw?: boolean; timeoutMs: number }): Promise<T> {
+        if (text.includes('FROM kb_export_cursor')) sent.push(returned);
+        return snap.query<T>(text, params, opts);
+      },
+    };
+    const cursor = await DocumentCursor.open(watched, { excludeCategories: true, includeContentHtml: true }, bookId, null, {
+      budgetBytes: 64 * KB,
+      maxRows: 20,
+      firstRows: 4,
+      startMs: 5000,
+      fetchMs: 10_000,
+    });
+    const out: DocumentRow[][] = [];
+    for (let rows = await cursor.next(); rows !== null; rows = await cursor.next()) {
+      out.push(rows);
+      returned += rows.length;
+      // Let every read-ahead the cursor chains be sent before counting what is outstanding.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      mostAhead = Math.max(mostAhead, sent.length - out.length);
+    }
+    await cursor.close();
+    return out;
+  });
+  t.same(batches.flat().map(documentIdOf), docs.map((d) => d.id), 'every row once, in order');
+  t.equal(mostAhead, 2, 'at most two batches were asked for and not yet returned, and two were');
+  const before = batches.map((_, i) => batches.slice(0, i).reduce((n, b) => n + b.length, 0));
+  for (const [i, batch] of batches.entries()) {
+    if (!batch.some((r) => (r[DOC.contentHtml]?.length ?? 0) > 64 * KB)) continue;
+    t.equal(batch.length, 1, `batch ${i} holds the large document alone`);
+    t.equal(sent[i], before[i], `batch ${i} was asked for once every row before it was returned (${before[i]} rows)`);
+  }
+});
+
 t.test('stored plans read with their rows count toward the budget (D8.4)', async (t) => {
   const db = await createTestDatabase(t);
   const docs = Array.from({ length: 200 }, (_, i) => doc(`p${String(i).padStart(4, '0')}`, `a${String(i).padStart(4, '0')}`, { contentHtml: '<img src="a.png">' }));
