@@ -99,43 +99,45 @@ export function* planPieces(json: Buffer, plan: Buffer, prefixJson: Buffer, from
  * ran out on the way (decisions.md D8.8): most plans are a few edits, and a promise per document cost more.
  */
 export function splicedLength(json: Buffer, plan: Buffer, prefixBytes: number, pause: Pause, from = 0): number | Promise<number> {
-  const r = new PlanReader(plan, from);
-  let at = 0;
-  let length = json.length;
-  const run = (): number | Promise<number> => {
-    let edits = 0;
-    try {
-      while (!r.done) {
-        if (++edits % 4096 === 0) {
-          const paused = pause();
-          if (paused !== undefined) return paused.then(run);
+  return measure(new PlanReader(plan, from), json, prefixBytes, pause, 0, json.length);
+}
+
+/** splicedLength from `r`'s next edit on, `at` and `length` as the edits before it left them; no closure per document. */
+function measure(r: PlanReader, json: Buffer, prefixBytes: number, pause: Pause, at: number, length: number): number | Promise<number> {
+  let edits = 0;
+  try {
+    while (!r.done) {
+      if (++edits % 4096 === 0) {
+        const paused = pause();
+        if (paused !== undefined) {
+          const [atNow, lengthNow] = [at, length];
+          return paused.then(() => measure(r, json, prefixBytes, pause, atNow, lengthNow));
         }
-        const start = at + r.varint();
-        const end = start + r.varint();
-        if (end > json.length) return -1;
-        length -= end - start;
-        for (let n = r.varint(); n > 0; n--) {
-          const head = r.varint();
-          const kind = head % 4;
-          const pieceLength = Math.floor(head / 4);
-          if (kind === PIECE_PREFIX) length += prefixBytes;
-          else if (kind === PIECE_COPY) {
-            if (start + r.varint() + pieceLength > end) return -1;
-            length += pieceLength;
-          } else if (kind === PIECE_LITERAL) {
-            r.skip(pieceLength);
-            length += pieceLength;
-          } else return -1;
-        }
-        at = end;
       }
-      return length;
-    } catch (err) {
-      if (err instanceof PlanFormatError) return -1;
-      throw err;
+      const start = at + r.varint();
+      const end = start + r.varint();
+      if (end > json.length) return -1;
+      length -= end - start;
+      for (let n = r.varint(); n > 0; n--) {
+        const head = r.varint();
+        const kind = head % 4;
+        const pieceLength = Math.floor(head / 4);
+        if (kind === PIECE_PREFIX) length += prefixBytes;
+        else if (kind === PIECE_COPY) {
+          if (start + r.varint() + pieceLength > end) return -1;
+          length += pieceLength;
+        } else if (kind === PIECE_LITERAL) {
+          r.skip(pieceLength);
+          length += pieceLength;
+        } else return -1;
+      }
+      at = end;
     }
-  };
-  return run();
+    return length;
+  } catch (err) {
+    if (err instanceof PlanFormatError) return -1;
+    throw err;
+  }
 }
 
 /** A plan under this many bytes has fewer pieces than the encoder writes between pauses (export-body.ts, D8.8). */

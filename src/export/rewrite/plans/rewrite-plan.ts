@@ -15,14 +15,23 @@ export const PIECE_LITERAL = 2;
 
 const SCRATCH = Buffer.allocUnsafeSlow(64 * 1024);
 
-/** SHA-256 of `a`, `b` then `c[cFrom…]`; a Hash object per call cost more than the hashing of a small document. */
-function sha256(a: Buffer, b: Buffer, c: Buffer, cFrom = 0): Buffer {
+/**
+ * SHA-256 of `a`, `b` then `c[cFrom…]`, as a Buffer or as a string of one char a byte ('binary' is
+ * latin1); a Hash object per call cost more than the hashing of a small document.
+ */
+function sha256(a: Buffer, b: Buffer, c: Buffer, cFrom: number, encoding: 'buffer'): Buffer;
+function sha256(a: Buffer, b: Buffer, c: Buffer, cFrom: number, encoding: 'binary'): string;
+function sha256(a: Buffer, b: Buffer, c: Buffer, cFrom: number, encoding: 'buffer' | 'binary'): Buffer | string {
   const n = a.length + b.length + c.length - cFrom;
-  if (n > SCRATCH.length) return createHash('sha256').update(a).update(b).update(c.subarray(cFrom)).digest();
+  if (n > SCRATCH.length) {
+    const h = createHash('sha256').update(a).update(b).update(c.subarray(cFrom));
+    return encoding === 'buffer' ? h.digest() : h.digest(encoding);
+  }
   a.copy(SCRATCH, 0);
   b.copy(SCRATCH, a.length);
   c.copy(SCRATCH, a.length + b.length, cFrom);
-  return hash('sha256', SCRATCH.subarray(0, n), 'buffer');
+  const data = SCRATCH.subarray(0, n);
+  return encoding === 'buffer' ? hash('sha256', data, encoding) : hash('sha256', data, encoding);
 }
 
 /** What the last prefix seen gives (a server has one): its bytes inside a JSON string, and the key's head. */
@@ -42,12 +51,19 @@ function ofPrefix(prefix: string): { json: Buffer; keyHead: Buffer } {
  * boundary, as a key is only ever compared for the same stored plan bytes.
  */
 export function planKey(json: Buffer, prefix: string, plan: Buffer): Buffer {
-  return sha256(ofPrefix(prefix).keyHead, json, plan);
+  return sha256(ofPrefix(prefix).keyHead, json, plan, 0, 'buffer');
 }
 
-/** Whether `stored` (a key, then its plan: plan-store.ts) is the plan of `json` under `prefix`; no copy of it is made. */
+/**
+ * Whether `stored` (a key, then its plan: plan-store.ts) is the plan of `json` under `prefix`; no copy
+ * of it is made. The digest is a string: a Buffer's ArrayBuffer per document cost a warm export
+ * twice the hashing (bench/optimisations.md).
+ */
 export function storedPlanMatches(json: Buffer, prefix: string, stored: Buffer): boolean {
-  return stored.length >= PLAN_KEY_BYTES && sha256(ofPrefix(prefix).keyHead, json, stored, PLAN_KEY_BYTES).compare(stored, 0, PLAN_KEY_BYTES) === 0;
+  if (stored.length < PLAN_KEY_BYTES) return false;
+  const digest = sha256(ofPrefix(prefix).keyHead, json, stored, PLAN_KEY_BYTES, 'binary');
+  for (let i = 0; i < PLAN_KEY_BYTES; i++) if (digest.charCodeAt(i) !== stored[i]) return false;
+  return true;
 }
 
 /** `prefix` as it stands inside a JSON string. */

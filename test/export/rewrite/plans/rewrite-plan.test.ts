@@ -117,7 +117,10 @@ t.test('a stored key and plan match their text only: another text, prefix, plan 
   t.notOk(storedPlanMatches(j, '/media/', stored.subarray(0, PLAN_KEY_BYTES - 1)), 'shorter than a key');
   const long = json(`<img src="a.png">${'x'.repeat(70_000)}`);
   const longPlan = planContentHtml(long, '/media/');
-  t.ok(storedPlanMatches(long, '/media/', Buffer.concat([planKey(long, '/media/', longPlan), longPlan])), 'a text over 64 KB');
+  const longStored = Buffer.concat([planKey(long, '/media/', longPlan), longPlan]);
+  t.ok(storedPlanMatches(long, '/media/', longStored), 'a text over 64 KB');
+  longStored[PLAN_KEY_BYTES - 1]! ^= 1;
+  t.notOk(storedPlanMatches(long, '/media/', longStored), 'a text over 64 KB, its key\'s last byte changed');
 });
 
 t.test("a small plan written straight into the encoder's chunks is its pieces' bytes, any chunk size", async (t) => {
