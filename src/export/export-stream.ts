@@ -11,7 +11,7 @@ import { exportHeaders, type BodyFormat } from './encode/body-format.js';
 import type { BatchRewrites } from './encode/document-encoder.js';
 import { ExportBody } from './encode/export-body.js';
 import type { ChangeTokens } from './change-token.js';
-import type { DocumentRow } from './encode/rows.js';
+import { rowBytes, type DocumentRow } from './encode/rows.js';
 import { bodySink, type ContentEncoding } from './respond/compression.js';
 import { ResponseWriter } from './respond/response-writer.js';
 import { rewriteRows, type PlanUse } from './rewrite/rewrite-stage.js';
@@ -79,12 +79,6 @@ function exportTimeouts(s: ExportSettings): SnapshotTimeouts {
 function idleNeededMs(s: ExportSettings, bytes: number): number {
   const rewriting = s.rewriteTimeoutMs + Math.ceil((bytes * 1000) / SLOWEST_PLANNING_BYTES_PER_S);
   return s.stallTimeoutMs + Math.ceil((bytes * 1000) / s.minDrainBytesPerS) + rewriting + IDLE_MARGIN_MS;
-}
-
-function rowBytes(row: DocumentRow): number {
-  let n = 0;
-  for (const col of row) n += col?.length ?? 0;
-  return n;
 }
 
 const REMOVED_BATCH = 1000;

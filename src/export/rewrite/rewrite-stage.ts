@@ -1,7 +1,7 @@
 /** The rewrite stage (D3): stored HTML kept, or a stored plan spliced, or planned on a worker or in slices (D8.8). */
 import { PlanFormatError } from '../../errors.js';
 import type { BatchRewrites, ContentHtmlJson } from '../encode/document-encoder.js';
-import { DOC, documentIdOf, type DocumentRow } from '../encode/rows.js';
+import { DOC, documentIdOf, rowBytes, type DocumentRow } from '../encode/rows.js';
 import { planContentHtml, planContentHtmlSliced } from './plans/html-plan.js';
 import { readStoredPlan, type PlanWriter } from './plans/plan-store.js';
 import { planSplice, splicedLength } from './plans/plan-splice.js';
@@ -49,7 +49,7 @@ export async function rewriteRows(rows: readonly DocumentRow[], opts: RewriteSta
   const flagged: number[] = [];
   let bytes = 0;
   const coverUrls = rows.map((row, i) => {
-    for (const col of row) bytes += col?.length ?? 0;
+    bytes += rowBytes(row);
     const text = row[DOC.contentHtml];
     if (text === null || !jsonHtmlMayNeedRewrite(text)) contentHtml[i] = text;
     else flagged.push(i);
@@ -72,7 +72,8 @@ export async function rewriteRows(rows: readonly DocumentRow[], opts: RewriteSta
   };
 
   const pending: Pending[] = [];
-  for (const i of flagged) {
+  for (let f = 0; f < flagged.length; f++) {
+    const i = flagged[f]!;
     const text = rows[i]![DOC.contentHtml]!;
     if (plans) {
       const stored = readStoredPlan(rows[i]![DOC.plan]);

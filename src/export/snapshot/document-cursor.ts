@@ -142,7 +142,7 @@ export class DocumentCursor {
         // Drop what was used, so the buffer never holds more than a chunk and a batch.
         this.#sizes = this.#sizes.slice(this.#head);
         this.#head = 0;
-        for (const row of rows) this.#sizes.push(decimal(row[0]));
+        for (let i = 0; i < rows.length; i++) this.#sizes.push(decimal(rows[i]![0]));
         if (rows.length < chunk) this.#sizesDone = true;
         this.#sizesPending = null;
       },
