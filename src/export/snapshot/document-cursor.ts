@@ -68,7 +68,13 @@ export class DocumentCursor {
   async next(): Promise<DocumentRow[] | null> {
     const ahead = this.#ahead.shift();
     if (ahead === undefined) return null;
-    const { asked, rows: pending } = (await ahead) ?? (await this.#ask());
+    let request = await ahead;
+    if (request === DEFERRED) {
+      // What is queued behind it waited for it, and was not asked for either.
+      this.#ahead = [];
+      request = await this.#ask();
+    }
+    const { asked, rows: pending } = request;
     const rows = await pending;
     const first = this.#first;
     this.#first = false;

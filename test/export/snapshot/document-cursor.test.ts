@@ -72,7 +72,8 @@ t.test('two batches are asked for ahead, never one past a row larger than the bu
   // Each batch FETCH as it is sent: how many rows next() had returned by then.
   const sent: number[] = [];
   let returned = 0;
-  let mostAhead = 0;
+  // After each batch returned: how many were asked for and not yet returned.
+  const ahead: number[] = [];
   const batches = await inSnapshot(sql, TIMEOUTS, async (snap) => {
     const watched = {
       query<T>(text: string, params: readonly unknown[], opts: { raw?: boolean; timeoutMs: number }): Promise<T> {
@@ -93,19 +94,21 @@ t.test('two batches are asked for ahead, never one past a row larger than the bu
       returned += rows.length;
       // Let every read-ahead the cursor chains be sent before counting what is outstanding.
       await new Promise((resolve) => setTimeout(resolve, 20));
-      mostAhead = Math.max(mostAhead, sent.length - out.length);
+      ahead.push(sent.length - out.length);
     }
     await cursor.close();
     return out;
   });
   t.same(batches.flat().map(documentIdOf), docs.map((d) => d.id), 'every row once, in order');
-  t.equal(mostAhead, 2, 'at most two batches were asked for and not yet returned, and two were');
+  t.equal(Math.max(...ahead), 2, 'at most two batches were asked for and not yet returned, and two were');
   const before = batches.map((_, i) => batches.slice(0, i).reduce((n, b) => n + b.length, 0));
-  for (const [i, batch] of batches.entries()) {
-    if (!batch.some((r) => (r[DOC.contentHtml]?.length ?? 0) > 64 * KB)) continue;
-    t.equal(batch.length, 1, `batch ${i} holds the large document alone`);
+  const large = batches.flatMap((batch, i) => (batch.some((r) => (r[DOC.contentHtml]?.length ?? 0) > 64 * KB) ? [i] : []));
+  t.equal(large.length, 2, 'two batches hold a large document');
+  for (const i of large) {
+    t.equal(batches[i]!.length, 1, `batch ${i} holds the large document alone`);
     t.equal(sent[i], before[i], `batch ${i} was asked for once every row before it was returned (${before[i]} rows)`);
   }
+  t.equal(Math.max(...ahead.slice(large.at(-1)! + 1, -2)), 2, 'after the large documents, two batches are asked for ahead again');
 });
 
 t.test('stored plans read with their rows count toward the budget (D8.4)', async (t) => {
