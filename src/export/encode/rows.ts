@@ -30,7 +30,10 @@ export const DOC = {
 
 export type DocumentRow = [head: Buffer, coverUrl: Buffer | null, coverPosition: Buffer | null, tail: Buffer | null, contentHtml: Buffer | null, plan: Buffer | null];
 
-/** Bytes of a row's values, as fetched. An indexed loop: under --optimize-for-size a for-of made an iterator and a result per value. */
+/**
+ * Bytes of a row's values, as fetched. An indexed loop: under --optimize-for-size a for-of made an
+ * iterator and a result per value.
+ */
 export function rowBytes(row: DocumentRow): number {
   let n = 0;
   for (let c = 0; c < row.length; c++) n += row[c]?.length ?? 0;

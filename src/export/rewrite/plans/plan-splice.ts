@@ -109,10 +109,7 @@ function measure(r: PlanReader, json: Buffer, prefixBytes: number, pause: Pause,
     while (!r.done) {
       if (++edits % 4096 === 0) {
         const paused = pause();
-        if (paused !== undefined) {
-          const [atNow, lengthNow] = [at, length];
-          return paused.then(() => measure(r, json, prefixBytes, pause, atNow, lengthNow));
-        }
+        if (paused !== undefined) return paused.then(() => measure(r, json, prefixBytes, pause, at, length));
       }
       const start = at + r.varint();
       const end = start + r.varint();

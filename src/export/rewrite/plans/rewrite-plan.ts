@@ -28,13 +28,13 @@ function sha256(a: Buffer, b: Buffer, c: Buffer, cFrom: number, encoding: 'buffe
   const n = a.length + b.length + c.length - cFrom;
   if (n > SCRATCH.length) {
     const h = createHash('sha256').update(a).update(b).update(c.subarray(cFrom));
-    return encoding === 'buffer' ? h.digest() : h.digest(encoding);
+    return encoding === 'buffer' ? h.digest() : h.digest('binary');
   }
   a.copy(SCRATCH, 0);
   b.copy(SCRATCH, a.length);
   c.copy(SCRATCH, a.length + b.length, cFrom);
   const data = n < VIEWED_BYTES ? (SCRATCH_VIEWS[n] ??= SCRATCH.subarray(0, n)) : SCRATCH.subarray(0, n);
-  return encoding === 'buffer' ? hash('sha256', data, encoding) : hash('sha256', data, encoding);
+  return encoding === 'buffer' ? hash('sha256', data, 'buffer') : hash('sha256', data, 'binary');
 }
 
 /** What the last prefix seen gives (a server has one): its bytes inside a JSON string, and the key's head. */
