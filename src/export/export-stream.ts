@@ -179,8 +179,8 @@ export async function streamExport(
         const ahead = batch.reduce((n, row) => n + rowBytes(row), 0);
         allowIdle(ahead + 2 * settings.batchBytes);
         if (batch.length === 1 && ahead > settings.batchBytes) {
-          // A document larger than a batch is the only one in memory: the batch before it is written
-          // first, and the next one fetched once it is written too (decisions.md D8.4).
+          // At most one document larger than a batch is in memory: the batch before it is written
+          // first, and the cursor asks for another such document only when it is wanted (D8.4).
           if (pending !== null) await write(pending.rows, await pending.rewrites, 0);
           pending = null;
           await write(batch, await rewrite(batch), 0);
