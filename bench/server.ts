@@ -14,7 +14,7 @@ import type { Readable } from 'node:stream';
 import postgres from 'postgres';
 import { loadConfig } from '../src/config.js';
 import { serve } from '../src/server.js';
-import { plainDocumentQuery } from './lib/http-client.js';
+import { plainDocumentQuery } from './lib/plain-query.js';
 
 const config = loadConfig(process.env);
 await serve(config, { migrate: true });

@@ -4,6 +4,7 @@
  */
 import { Agent, request } from 'undici';
 import postgres from 'postgres';
+import { plainDocumentQuery } from './plain-query.js';
 
 /** One keep-alive agent: connection set-up is not what is measured. */
 export const agent = new Agent({ connections: 128, headersTimeout: 600_000, bodyTimeout: 600_000 });
@@ -58,21 +59,6 @@ export async function exportOnce(
 export interface CopyRun {
   totalMs: number;
   bytes: number;
-}
-
-/**
- * The exported columns of table 2.2 as stored, in export order: what the export reads, without
- * the `to_json` escaping its own cursor query asks PostgreSQL for (src/export/snapshot/query.ts).
- */
-export function plainDocumentQuery(bookId: string, html: boolean): string {
-  const iso = (col: string) => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
-  return `
-  SELECT id, slug, name, type, parent_id, order_key, description, emoji_info, cover_url, cover_position,
-         tags, theme_id, background_theme_id, body_font_size, ${iso('created_at')}, ${iso('updated_at')},
-         content_str${html ? ', content_html' : ''}
-  FROM documents
-  WHERE book_id = '${bookId.replace(/'/g, "''")}' AND status = 1 AND type <> 'category'
-  ORDER BY order_key, id`;
 }
 
 /**
