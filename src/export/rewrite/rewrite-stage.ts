@@ -51,7 +51,8 @@ export async function rewriteRows(rows: readonly DocumentRow[], opts: RewriteSta
   const coverUrls = rows.map((row, i) => {
     bytes += rowBytes(row);
     const text = row[DOC.contentHtml];
-    if (text === null || !jsonHtmlMayNeedRewrite(text)) contentHtml[i] = text;
+    // A stored plan is checked before the pre-check: its key covers the text, and a pass means no decoding.
+    if (text === null || (row[DOC.plan] === null && !jsonHtmlMayNeedRewrite(text))) contentHtml[i] = text;
     else flagged.push(i);
     const cover = coverUrlJson(row[DOC.coverUrl], prefix);
     bytes += (cover?.length ?? 0) - (row[DOC.coverUrl]?.length ?? 0);
@@ -75,8 +76,9 @@ export async function rewriteRows(rows: readonly DocumentRow[], opts: RewriteSta
   for (let f = 0; f < flagged.length; f++) {
     const i = flagged[f]!;
     const text = rows[i]![DOC.contentHtml]!;
-    if (plans) {
-      const stored = readStoredPlan(rows[i]![DOC.plan]);
+    const column = rows[i]![DOC.plan];
+    if (plans && column !== null) {
+      const stored = readStoredPlan(column);
       // A plan whose key matches but that does not fit its text was computed wrongly: tokenize, and replace it.
       let reused = stored !== null && storedPlanMatches(text, prefix, stored) ? spliced(text, stored, PLAN_KEY_BYTES) : null;
       if (reused instanceof Promise) reused = await reused;
@@ -85,8 +87,13 @@ export async function rewriteRows(rows: readonly DocumentRow[], opts: RewriteSta
         plans.counts.reused++;
         continue;
       }
-      plans.counts.computed++;
     }
+    // Flagged for its stored plan, which did not match: the pre-check has not run yet.
+    if (column !== null && !jsonHtmlMayNeedRewrite(text)) {
+      contentHtml[i] = text;
+      continue;
+    }
+    if (plans) plans.counts.computed++;
     pending.push({ row: i, text });
   }
 

@@ -10,6 +10,7 @@ import t from 'tap';
 import type { BatchRewrites, ContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
 import { DOC, type DocumentRow } from '../../../src/export/encode/rows.js';
 import { planContentHtml, planContentHtmlSliced } from '../../../src/export/rewrite/plans/html-plan.js';
+import { jsonPrefixBytes, planFromEdits, planKey } from '../../../src/export/rewrite/plans/rewrite-plan.js';
 import { LARGE_DOCUMENT_BYTES, rewriteRows, type RewriteStageOptions } from '../../../src/export/rewrite/rewrite-stage.js';
 import { rewriteHtml } from '../../../src/export/rewrite/rewriter/html-rewriter.js';
 import { leanRewritePool } from '../../helpers/lean-workers.js';
@@ -73,6 +74,35 @@ function sizeOf(rows: DocumentRow[], out: BatchRewrites): number {
   });
   return n;
 }
+
+/** A row as the cursor reads it with a stored plan: bytea's hex text of the key, then the plan. */
+function withStoredPlan(r: DocumentRow, keyedText: Buffer, plan: Buffer): DocumentRow {
+  const key = planKey(keyedText, P, plan);
+  r[DOC.plan] = Buffer.from(`\\x${Buffer.concat([key, plan]).toString('hex')}`);
+  return r;
+}
+
+t.test('a stored plan is checked before the pre-check; one that does not match leaves the pre-check to decide', async (t) => {
+  const media = '<img src="a.png">';
+  const plain = '<p>x</p>';
+  // A plan no rewriter would make (the pre-check passes the text): applied, so its key was checked first.
+  const forged = planFromEdits(json(plain), [4, 5], [Buffer.from('y')], jsonPrefixBytes(P));
+  const rows = [
+    withStoredPlan(row(media), json(media), planContentHtml(json(media), P)),
+    withStoredPlan(row(plain), json(plain), forged),
+    withStoredPlan(row(plain), json('<p>old</p><img src="b.png">'), planContentHtml(json('<p>old</p><img src="b.png">'), P)),
+    withStoredPlan(row(media), json('<img src="old.png">'), planContentHtml(json('<img src="old.png">'), P)),
+  ];
+  const counts = { reused: 0, computed: 0 };
+  const out = await rewriteRows(rows, options(null, { plans: { writer: null, counts } }));
+  const texts = out.contentHtml.map((h) => joined(h)!.toString());
+  t.equal(texts[0], JSON.stringify(rewriteHtml(media, P)), 'a matching plan spliced');
+  t.equal(texts[1], JSON.stringify('<p>y</p>'), 'a matching plan applied without the pre-check');
+  t.equal(out.contentHtml[2], rows[2]![DOC.contentHtml], 'a stale plan on a text the pre-check passes: the stored text, untouched');
+  t.equal(texts[3], JSON.stringify(rewriteHtml(media, P)), 'a stale plan on a flagged text: planned again');
+  t.same(counts, { reused: 2, computed: 1 }, 'only the flagged text without a matching plan is computed');
+  t.equal(out.bytes, sizeOf(rows, out), 'bytes counts the rows as they will be written');
+});
 
 // One worker for both tests that use one (it takes about a second of CPU to load under the tests'
 // TypeScript loader); the second closes it to show the worker did its work.
