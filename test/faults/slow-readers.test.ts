@@ -28,16 +28,16 @@ t.test('a reader at 110 KB/s against a floor of 2 MB/s on 8 MB documents is drop
   t.ok(seconds < 2 + 6, `dropped after ${seconds.toFixed(1)} s, ${(reader.received / MB).toFixed(1)} MB read`);
 });
 
-t.test('a reader just above the drain floor is never cut by a database timeout while a 40 MB document is written, workers on (D8.7)', { timeout: 120_000 }, async (t) => {
+t.test('a reader just above the drain floor is never cut by a database timeout while a 60 MB document is written, workers on (D8.7)', { timeout: 120_000 }, async (t) => {
   const db = await createTestDatabase(t);
   await seed(db.sql, simpleSeed([]));
-  // With rewrite workers the batch budget is small (256 KB), so the snapshot's first idle allowance
-  // is short: 9.8 s here. Socket buffers on loopback take up to ~10 MB at once; the rest of the
-  // 40 MB document keeps the server writing for about 12 s at 2.5 MB/s.
+  // With rewrite workers the batch budget is 1 MB, so the snapshot's first idle allowance is 12 s
+  // here. Socket buffers on loopback take up to ~10 MB at once; the rest of the 60 MB document
+  // keeps the server writing for about 20 s at 2.5 MB/s.
   await db.sql.unsafe(`
     INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_html)
     VALUES ('first', 'b-u1', 'first', 'First', 'document', 'a0', 1, '<img src="a.png">'),
-           ('big', 'b-u1', 'big', 'Big', 'document', 'a1', 1, '<p>' || repeat('a page of text ', ${Math.floor((40 * MB) / 15)}) || '</p>'),
+           ('big', 'b-u1', 'big', 'Big', 'document', 'a1', 1, '<p>' || repeat('a page of text ', ${Math.floor((60 * MB) / 15)}) || '</p>'),
            ('after', 'b-u1', 'after', 'After', 'document', 'a2', 1, '<p>the end</p>')`);
   const floor = 2 * MB;
   const env = { STALL_TIMEOUT_MS: '2000', MIN_DRAIN_BYTES_PER_S: String(floor), EXPORT_CACHE_BYTES: '0', REWRITE_WORKERS: '1', REWRITE_TIMEOUT_MS: '2000' };
