@@ -68,7 +68,7 @@ export async function rewriteRows(rows: readonly DocumentRow[], opts: RewriteSta
   // `plan[from…]`; a promise only when the plan's edits outlast the event-loop slice.
   const spliced = (text: Buffer, plan: Buffer, from = 0): ContentHtmlJson | null | Promise<ContentHtmlJson | null> => {
     if (plan.length === from) return text;
-    const length = splicedLength(text, plan, pj.length, opts.pause, from);
+    const length = splicedLength(text, plan, pj, opts.pause, from);
     return typeof length === 'number' ? splice(text, plan, from, length) : length.then((n) => splice(text, plan, from, n));
   };
 

@@ -94,43 +94,37 @@ export function* planPieces(json: Buffer, plan: Buffer, prefixJson: Buffer, from
   if (at < json.length) yield json.subarray(at);
 }
 
+/** Counts what applyEdit writes: one for the module, emptied before each edit, which never pauses. */
+const COUNTED = new (class implements RangeSink {
+  bytes = 0;
+
+  pushRange(_b: Buffer, start: number, end: number): void {
+    this.bytes += end - start;
+  }
+})();
+
 /**
  * The spliced length, or -1 when the plan does not fit `json`. A number unless the event-loop slice
  * ran out on the way (decisions.md D8.8): most plans are a few edits, and a promise per document cost more.
  */
-export function splicedLength(json: Buffer, plan: Buffer, prefixBytes: number, pause: Pause, from = 0): number | Promise<number> {
-  return measure(new PlanReader(plan, from), json, prefixBytes, pause, 0, json.length);
+export function splicedLength(json: Buffer, plan: Buffer, prefixJson: Buffer, pause: Pause, from = 0): number | Promise<number> {
+  return measure(new PlanReader(plan, from), json, prefixJson, pause, 0, 0);
 }
 
-/** splicedLength from `r`'s next edit on, `at` and `length` as the edits before it left them; no closure per document. */
-function measure(r: PlanReader, json: Buffer, prefixBytes: number, pause: Pause, at: number, length: number): number | Promise<number> {
+/** splicedLength from `r`'s next edit on, `at` and `length` (of the text before `at`) as the edits before it left them. */
+function measure(r: PlanReader, json: Buffer, prefixJson: Buffer, pause: Pause, at: number, length: number): number | Promise<number> {
   let edits = 0;
   try {
     while (!r.done) {
       if (++edits % 4096 === 0) {
         const paused = pause();
-        if (paused !== undefined) return paused.then(() => measure(r, json, prefixBytes, pause, at, length));
+        if (paused !== undefined) return paused.then(() => measure(r, json, prefixJson, pause, at, length));
       }
-      const start = at + r.varint();
-      const end = start + r.varint();
-      if (end > json.length) return -1;
-      length -= end - start;
-      for (let n = r.varint(); n > 0; n--) {
-        const head = r.varint();
-        const kind = head % 4;
-        const pieceLength = Math.floor(head / 4);
-        if (kind === PIECE_PREFIX) length += prefixBytes;
-        else if (kind === PIECE_COPY) {
-          if (start + r.varint() + pieceLength > end) return -1;
-          length += pieceLength;
-        } else if (kind === PIECE_LITERAL) {
-          r.skip(pieceLength);
-          length += pieceLength;
-        } else return -1;
-      }
-      at = end;
+      COUNTED.bytes = 0;
+      at = applyEdit(r, json, at, prefixJson, COUNTED);
+      length += COUNTED.bytes;
     }
-    return length;
+    return length + json.length - at;
   } catch (err) {
     if (err instanceof PlanFormatError) return -1;
     throw err;

@@ -55,7 +55,7 @@ t.test('a damaged plan is refused', async (t) => {
 });
 
 t.test('splicedLength: a number for a few edits, a promise only when the slice runs out (D8.8)', async (t) => {
-  const pj = jsonPrefixBytes('/media/').length;
+  const pj = jsonPrefixBytes('/media/');
   const few = json('<img src="a.png"><img src="b.png">');
   let pauses = 0;
   const due = () => {
