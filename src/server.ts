@@ -78,29 +78,10 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
   const app = await buildApp({ config, sql, exportSql, planSql, logger: process.stdout });
   const connections = trackUnusedConnections(app.server);
   let metricsServer: Server | undefined;
-  try {
-    // Metrics first: once the API logs that it listens, everything the server serves is up.
-    if (config.metricsPort !== undefined) {
-      metricsServer = await serveMetrics(app.metrics, config.host, config.metricsPort);
-      app.log.info({ port: config.metricsPort }, 'metrics served on their own port');
-    }
-    await app.listen({ host: config.host, port: config.port });
-  } catch (err) {
-    metricsServer?.close();
-    await app.close();
-    await closeDb();
-    throw err;
-  }
-  // decisions.md D12.4: removals no honoured change token can need are pruned, by one instance at a time.
-  const pruning = startChangePruning(sql, {
-    retentionDays: config.changeRetentionDays,
-    everyMs: PRUNE_EVERY_MS,
-    onPruned: (deleted) => {
-      if (deleted > 0) app.log.info({ deleted }, 'removals older than CHANGE_RETENTION_DAYS pruned');
-    },
-    onError: (err) => app.log.warn({ err }, 'pruning the removals kept for deltas failed; it runs again later'),
-  });
-  closeWithGrace({ delay: config.shutdownGraceMs }, async ({ signal, err }) => {
+  let pruning: { stop(): Promise<void> } | undefined;
+  // Installed before the API logs that it listens: a SIGTERM just after that line must close the
+  // server as any other does, not take Node's default (an exit by the signal, nothing closed).
+  const graceful = closeWithGrace({ delay: config.shutdownGraceMs }, async ({ signal, err }) => {
     // decisions.md D10.2: not ready first, so load balancers stop sending before the server stops taking requests.
     app.readiness.shutDown();
     if (err) app.log.error({ err }, 'closing after an unexpected error');
@@ -116,8 +97,31 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
     } finally {
       clearInterval(sweep);
     }
-    await pruning.stop();
+    await pruning?.stop();
     await closeDb();
+  });
+  try {
+    // Metrics first: once the API logs that it listens, everything the server serves is up.
+    if (config.metricsPort !== undefined) {
+      metricsServer = await serveMetrics(app.metrics, config.host, config.metricsPort);
+      app.log.info({ port: config.metricsPort }, 'metrics served on their own port');
+    }
+    await app.listen({ host: config.host, port: config.port });
+  } catch (err) {
+    graceful.uninstall();
+    metricsServer?.close();
+    await app.close();
+    await closeDb();
+    throw err;
+  }
+  // decisions.md D12.4: removals no honoured change token can need are pruned, by one instance at a time.
+  pruning = startChangePruning(sql, {
+    retentionDays: config.changeRetentionDays,
+    everyMs: PRUNE_EVERY_MS,
+    onPruned: (deleted) => {
+      if (deleted > 0) app.log.info({ deleted }, 'removals older than CHANGE_RETENTION_DAYS pruned');
+    },
+    onError: (err) => app.log.warn({ err }, 'pruning the removals kept for deltas failed; it runs again later'),
   });
   if (banner) {
     const addr = app.server.address();

@@ -101,6 +101,24 @@ t.test('serve changes the schema only when asked: refused when behind, --migrate
   }
 });
 
+t.test('a SIGTERM the moment the server says it listens closes it as any other, exit 0', async (t) => {
+  const db = await createTestDatabase(t);
+  const codes: (number | null)[] = [];
+  // Signals sent as the listening line arrives, before serve() returns: five tries, as it is a race.
+  for (let i = 0; i < 5; i++) {
+    const s = spawnServe([], { DATABASE_URL: db.url });
+    t.teardown(() => s.child.kill('SIGKILL'));
+    const onLine = () => {
+      if (!listening(s)()) return;
+      s.child.stdout!.off('data', onLine);
+      s.child.kill('SIGTERM');
+    };
+    s.child.stdout!.on('data', onLine);
+    codes.push(await s.exited);
+  }
+  t.same(codes, [0, 0, 0, 0, 0], 'every one closed and exited 0, none by the signal');
+});
+
 t.test('SIGTERM lets a running export finish, then the server exits 0', async (t) => {
   const db = await databaseWithDocuments(t, 3000);
   const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', EXPORT_BATCH_SIZE: '20', SHUTDOWN_GRACE_MS: '60000' });
