@@ -1,6 +1,7 @@
 /**
- * The change tracking of sql/0006_change_tracking.sql (decisions.md D12.3): documents.changed_xid
- * is the id of the last transaction that changed an exported column, whatever a statement writes;
+ * The change tracking of sql/0006_change_tracking.sql and 0007 (decisions.md D12.3):
+ * documents.changed_xid is the id of the last transaction that changed an exported column, and
+ * changed_xid_no_html of the last that changed one other than content_html, whatever a statement writes;
  * removals record who left which export; books get a new epoch on every insert; TRUNCATE expires
  * every token. The deltas built on these are tested in test/export/snapshot/changes-query.test.ts.
  */
@@ -18,10 +19,11 @@ async function twoBooks(sql: Sql): Promise<void> {
   await seed(sql, simpleSeed([doc('e1', 'a0')], { user: 'u2' }));
 }
 
-/** The row of document `id` as JSON, changed_xid apart, and its changed_xid. */
-async function row(sql: Sql, id: string): Promise<{ data: Record<string, unknown>; xid: string } | undefined> {
-  const [r] = await sql<{ data: Record<string, unknown>; xid: string }[]>`
-    SELECT to_jsonb(d) - 'changed_xid' AS data, changed_xid::text AS xid FROM documents d WHERE id = ${id}`;
+/** The row of document `id` as JSON, the tracking columns apart, and its changed_xid and changed_xid_no_html. */
+async function row(sql: Sql, id: string): Promise<{ data: Record<string, unknown>; xid: string; noHtml: string } | undefined> {
+  const [r] = await sql<{ data: Record<string, unknown>; xid: string; noHtml: string }[]>`
+    SELECT to_jsonb(d) - 'changed_xid' - 'changed_xid_no_html' AS data, changed_xid::text AS xid, changed_xid_no_html::text AS "noHtml"
+    FROM documents d WHERE id = ${id}`;
   return r;
 }
 
@@ -46,7 +48,7 @@ interface Removal {
 const removals = (sql: Sql) =>
   sql<Removal[]>`SELECT book_id, document_id, removed_xid::text, reason, was_category FROM document_removals ORDER BY document_removals.removed_xid, document_id`;
 
-t.test('a change to any exported column sets changed_xid to its transaction, and changes nothing else', async (t) => {
+t.test('a change to any exported column sets changed_xid (and but for content_html changed_xid_no_html) to its transaction, and changes nothing else', async (t) => {
   const { sql } = await createTestDatabase(t);
   await twoBooks(sql);
   for (const [column, expr] of Object.entries(EXPORTED_COLUMN_CHANGES)) {
@@ -59,9 +61,11 @@ t.test('a change to any exported column sets changed_xid to its transaction, and
     );
     const before = await row(sql, id);
     t.equal(before?.xid, inserted, `${column}: the row inserted by its transaction`);
+    t.equal(before?.noHtml, inserted, `${column}: changed_xid_no_html too`);
     const changed = await inXact(sql, `UPDATE documents SET ${column} = ${expr} WHERE id = $1`, [id]);
     const after = await row(sql, column === 'id' ? `${id}-x` : id);
     t.equal(after?.xid, changed, `${column} changed: changed_xid is the updating transaction's`);
+    t.equal(after?.noHtml, column === 'content_html' ? inserted : changed, `${column} changed: changed_xid_no_html`);
     const differing = Object.keys(before!.data).filter((k) => JSON.stringify(before!.data[k]) !== JSON.stringify(after!.data[k]));
     t.same(differing, [column], `${column} changed: the triggers changed no other column`);
   }
@@ -81,6 +85,8 @@ t.test('writes the export cannot see leave changed_xid as it is; no statement ca
   t.equal(await xid(), loaded, 'every exported column written with its own value');
   await sql`UPDATE documents SET changed_xid = '3' WHERE id = 'd1'`;
   t.equal(await xid(), loaded, 'changed_xid written by hand is ignored');
+  await sql`UPDATE documents SET changed_xid_no_html = '3' WHERE id = 'd1'`;
+  t.equal((await row(sql, 'd1'))!.noHtml, loaded, 'changed_xid_no_html too');
   const renamed = await inXact(sql, `UPDATE documents SET name = 'x', changed_xid = '3' WHERE id = 'd1'`);
   t.equal(await xid(), renamed, 'a change that also writes changed_xid gets its own transaction id');
   const restored = await inXact(
@@ -89,6 +95,12 @@ t.test('writes the export cannot see leave changed_xid as it is; no statement ca
      VALUES ('r1', 'b-u1', 'r1', 'R1', 'document', 'c0', 1, '3')`,
   );
   t.equal((await row(sql, 'r1'))!.xid, restored, 'a row inserted with an old changed_xid (a restore) gets this transaction id');
+  const restoredNoHtml = await inXact(
+    sql,
+    `INSERT INTO documents (id, book_id, slug, name, type, order_key, status, changed_xid_no_html)
+     VALUES ('r2', 'b-u1', 'r2', 'R2', 'document', 'c1', 1, '3')`,
+  );
+  t.match(await row(sql, 'r2'), { xid: restoredNoHtml, noHtml: restoredNoHtml }, 'or with an old changed_xid_no_html');
   t.same(await removals(sql), [], 'none of this removed anything');
 });
 
@@ -185,7 +197,7 @@ t.test('TRUNCATE of documents or of removals moves the token floor above the tru
   t.ok((await floor()) > y + 1n, 'and kbx_expire_change_tokens() does the same by hand');
 });
 
-t.test('rows that existed before 0006 are changed by its transaction, without a rewrite of documents', async (t) => {
+t.test('rows that existed before 0006 and 0007 are changed by their transactions, without a rewrite of documents', async (t) => {
   const db = await createTestDatabase(t, { migrate: false });
   const dir = await migrationsUpTo(5);
   t.teardown(() => rm(dir, { recursive: true, force: true }));
@@ -193,11 +205,13 @@ t.test('rows that existed before 0006 are changed by its transaction, without a 
   await twoBooks(db.sql);
   const file = async () => (await db.sql<{ f: string }[]>`SELECT pg_relation_filenode('documents')::text AS f`)[0]!.f;
   const before = await file();
-  t.same(await migrate(db.sql), ['0006_change_tracking.sql']);
+  t.same(await migrate(db.sql), ['0006_change_tracking.sql', '0007_changes_without_html.sql']);
   t.equal(await file(), before, 'the table was not rewritten');
   const [m] = await db.sql<{ x: string }[]>`SELECT xmin::text AS x FROM schema_migrations WHERE name = '0006_change_tracking.sql'`;
-  const xids = await db.sql<{ x: string }[]>`SELECT DISTINCT (changed_xid::text::numeric % 4294967296)::text AS x FROM documents`;
-  t.same(xids.map((r) => r.x), [m!.x], "every row carries the migration's transaction id");
+  for (const column of ['changed_xid', 'changed_xid_no_html']) {
+    const xids = await db.sql.unsafe<{ x: string }[]>(`SELECT DISTINCT (${column}::text::numeric % 4294967296)::text AS x FROM documents`);
+    t.same(xids.map((r) => r.x), [m!.x], `every row's ${column} carries the migrations' transaction id (they run in one)`);
+  }
   const epochs = await db.sql<{ n: number }[]>`SELECT count(DISTINCT change_epoch)::int AS n FROM books`;
   t.equal(epochs[0]!.n, 2, 'existing books got an epoch each');
   const later = await inXact(db.sql, `INSERT INTO documents (id, book_id, slug, name, type, order_key, status) VALUES ('n', 'b-u1', 'n', 'N', 'document', 'z', 1)`);

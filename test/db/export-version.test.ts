@@ -33,8 +33,8 @@ class Versions {
 }
 
 const CHANGES = EXPORTED_COLUMN_CHANGES;
-/** Kept by triggers for deltas (sql/0006_change_tracking.sql, test/db/change-tracking.test.ts), never exported. */
-const TRACKING_COLUMNS = ['changed_xid'];
+/** Kept by triggers for deltas (sql/0006, sql/0007, test/db/change-tracking.test.ts), never exported. */
+const TRACKING_COLUMNS = ['changed_xid', 'changed_xid_no_html'];
 
 async function twoBooks(sql: Sql): Promise<void> {
   await seed(sql, simpleSeed([doc('d1', 'a0', { contentHtml: '<p>one</p>' }), doc('d2', 'a1')]));
@@ -197,7 +197,7 @@ t.test('documents has no BEFORE UPDATE trigger but the change tracking\'s: the U
   t.same(
     before.map((r) => r.tgname),
     ['documents_changed_xid_guard', 'documents_changed_xid_update'],
-    'see sql/0003_export_version_random.sql; these two write changed_xid alone (test/db/change-tracking.test.ts)',
+    'see sql/0003_export_version_random.sql; these two write changed_xid and changed_xid_no_html alone (test/db/change-tracking.test.ts)',
   );
 });
 
