@@ -1,21 +1,25 @@
-/** Change tokens (decisions.md D12.1, D12.4); what a token binds, and its layout: docs/architecture.md. */
+/** Change tokens (decisions.md D12.1, D12.4, D12.7, D12.8); what a token binds, and its layout: docs/architecture.md. */
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { Sql } from '../db/connect.js';
-import { ApiError } from '../errors.js';
-import type { ChangeState } from './snapshot/changes-query.js';
+import { ApiError, DependencyError } from '../errors.js';
+import { VISIBLE_MAX, type ChangeSince, type ChangeState } from './snapshot/changes-query.js';
 
-const VERSION = 1;
+const VERSION = 2;
 const HASH_BYTES = 8;
 const EPOCH_BYTES = 16;
 const MAC_BYTES = 16;
 const AT = { book: 2, database: 10, prefix: 18, format: 26, epoch: 34 } as const;
 const FIXED_BYTES = AT.epoch + EPOCH_BYTES;
-/** Far above any real snapshot's, small enough that parsing stays cheap. */
-const MAX_TOKEN_CHARS = 64 * 1024;
+/** The most bytes a token's list of xids takes: past it, the token names the snapshot's horizon alone. */
+const LIST_MAX_BYTES = 2048;
+/** Varints after the fixed part: issue time, timeline, xmin, span, kind, count (10 bytes at most each). */
+const MAX_TOKEN_BYTES = FIXED_BYTES + 6 * 10 + LIST_MAX_BYTES + MAC_BYTES;
+/** No token is longer (base64url of MAX_TOKEN_BYTES): the `changedSince` limit of request/params.ts (D12.8). */
+export const MAX_TOKEN_CHARS = Math.ceil((MAX_TOKEN_BYTES * 4) / 3);
 const MAC_LABEL = 'kb-export change token\0';
 
 type InvalidReason = 'malformed' | 'forged' | 'other-book' | 'recreated-book' | 'other-options' | 'other-prefix';
-type ExpiredReason = 'expired' | 'pruned' | 'other-database' | 'other-format' | 'ahead';
+type ExpiredReason = 'expired' | 'pruned' | 'other-database' | 'other-format' | 'other-timeline' | 'ahead';
 
 /** A token this request cannot use: 400 INVALID_PARAMETER (D12.4); `reason` says which check failed. */
 export class InvalidChangeTokenError extends ApiError {
@@ -28,7 +32,7 @@ export class InvalidChangeTokenError extends ApiError {
   }
 }
 
-/** 410 CHANGE_TOKEN_EXPIRED (D12.4). `ahead`: read on a standby behind the issuer; the primary may answer. */
+/** 410 CHANGE_TOKEN_EXPIRED (D12.4, D12.8). */
 export class ExpiredChangeTokenError extends ApiError {
   override name = 'ExpiredChangeTokenError';
   constructor(
@@ -36,6 +40,17 @@ export class ExpiredChangeTokenError extends ApiError {
     message: string,
   ) {
     super('CHANGE_TOKEN_EXPIRED', message);
+  }
+}
+
+/**
+ * A hot standby that has not replayed everything the token saw, or replays another timeline: the
+ * request goes to the primary, never a 410 (D12.7). A replica's outage for every other rule.
+ */
+export class StandbyBehindTokenError extends DependencyError {
+  override name = 'StandbyBehindTokenError';
+  constructor(message: string) {
+    super('replica', message);
   }
 }
 
@@ -52,20 +67,37 @@ function parseSnapshot(text: string): PgSnapshot {
   return { xmin: BigInt(m[1]!), xmax: BigInt(m[2]!), xip: m[3] ? m[3].split(',').map(BigInt) : [] };
 }
 
-const formatSnapshot = (s: PgSnapshot) => `${s.xmin}:${s.xmax}:${s.xip.join(',')}`;
+/**
+ * How a token names which transactions between its snapshot's xmin and xmax the snapshot saw:
+ * `running`, the ones it did not see (a primary's xip); `visible`, the ones it saw among those
+ * that wrote the book (what a standby can tell, or a shorter list than a long xip); `horizon`,
+ * none known, so all of them count as unseen (both lists too long: the delta may repeat documents
+ * the client has, and misses none).
+ */
+const KIND = { running: 0, visible: 1, horizon: 2 } as const;
+type Kind = (typeof KIND)[keyof typeof KIND];
 
-/** pg_visible_in_snapshot for a committed transaction. */
-function visible(xid: bigint, s: PgSnapshot): boolean {
-  return xid < s.xmin || (xid < s.xmax && !s.xip.includes(xid));
+/** What a token's snapshot saw, as the token tells it. */
+interface Seen {
+  timeline: bigint;
+  xmin: bigint;
+  xmax: bigint;
+  kind: Kind;
+  list: bigint[];
 }
 
-/** Whether every committed transaction visible in `earlier` is visible in `later`. */
-function follows(later: PgSnapshot, earlier: PgSnapshot): boolean {
-  return earlier.xmax <= later.xmax && !later.xip.some((x) => visible(x, earlier));
+/** Whether the token's snapshot certainly saw committed transaction `xid`. */
+function saw(s: Seen, xid: bigint): boolean {
+  if (xid < s.xmin) return true;
+  if (s.kind === KIND.running) return xid < s.xmax && !s.list.includes(xid);
+  return s.kind === KIND.visible && s.list.includes(xid);
 }
 
-/** On a hot standby, whose snapshots list no running xids (docs/architecture.md). */
-const finishedPart = (s: PgSnapshot): PgSnapshot => ({ xmin: s.xmin, xmax: s.xmin, xip: [] });
+/** Derived from the token alone, so every server gives the same delta for the same token and data (D12.7). */
+function sinceOf(s: Seen): ChangeSince {
+  if (s.kind === KIND.running) return { snapshot: `${s.xmin}:${s.xmax}:${s.list.join(',')}`, visible: '{}' };
+  return { snapshot: `${s.xmin}:${s.xmin}:`, visible: `{${s.kind === KIND.visible ? s.list.join(',') : ''}}` };
+}
 
 function writeVarint(out: number[], n: bigint): void {
   let v = n;
@@ -74,6 +106,18 @@ function writeVarint(out: number[], n: bigint): void {
     v >>= 7n;
     out.push(v > 0n ? byte | 0x80 : byte);
   } while (v > 0n);
+}
+
+/** An ascending list of xids from `from`, as varint gaps. */
+function listBytes(list: readonly bigint[], from: bigint): number[] {
+  const out: number[] = [];
+  writeVarint(out, BigInt(list.length));
+  let last = from;
+  for (const x of list) {
+    writeVarint(out, x - last);
+    last = x;
+  }
+  return out;
 }
 
 class Reader {
@@ -94,6 +138,27 @@ class Reader {
   done(): boolean {
     return this.at === this.buf.length;
   }
+}
+
+/** The body after the fixed part; throws when it is not one this version writes. */
+function readSeen(r: Reader): { issuedS: bigint; seen: Seen } {
+  const issuedS = r.varint();
+  const timeline = r.varint();
+  const xmin = r.varint();
+  const xmax = xmin + r.varint();
+  const kind = Number(r.varint());
+  if (kind !== KIND.running && kind !== KIND.visible && kind !== KIND.horizon) throw new Error('unknown kind');
+  const n = r.varint();
+  const list: bigint[] = [];
+  let last = xmin;
+  for (let i = 0n; i < n; i++) {
+    const x = last + r.varint();
+    if ((i > 0n && x <= last) || x >= xmax) throw new Error('not an ascending list within the snapshot');
+    list.push(x);
+    last = x;
+  }
+  if (!r.done()) throw new Error('trailing bytes');
+  return { issuedS, seen: { timeline, xmin, xmax, kind: kind as Kind, list } };
 }
 
 const hashOf = (label: string, value: string) =>
@@ -142,33 +207,71 @@ export class ChangeTokens {
     return createHmac('sha256', this.config.secret).update(MAC_LABEL).update(body).digest().subarray(0, MAC_BYTES);
   }
 
-  /** The `Export-Change-Token` of an export read in `state`. */
+  /**
+   * The `Export-Change-Token` of an export read in `state`: at most MAX_TOKEN_CHARS, exact (D12.3)
+   * unless both the running and the visible list are too long to carry.
+   */
   issue(state: ChangeState, opts: ChangeOptions): string {
-    const parsed = parseSnapshot(state.snapshot);
-    const snap = state.inRecovery ? finishedPart(parsed) : parsed;
+    const snap = parseSnapshot(state.snapshot);
+    // A standby's pg_current_snapshot() lists no running xids (PostgreSQL keeps them elsewhere there).
+    const lists: [Kind, bigint[]][] = [];
+    if (!state.inRecovery) lists.push([KIND.running, snap.xip]);
+    if (state.visible !== null && state.visible.length <= VISIBLE_MAX) lists.push([KIND.visible, state.visible]);
+    let kind: Kind = KIND.horizon;
+    let list = listBytes([], snap.xmin);
+    for (const [k, xids] of lists) {
+      const bytes = listBytes(xids, snap.xmin);
+      if (bytes.length <= LIST_MAX_BYTES && (kind === KIND.horizon || bytes.length < list.length)) [kind, list] = [k, bytes];
+    }
     const tail: number[] = [];
     writeVarint(tail, BigInt(Math.floor(state.nowS)));
+    writeVarint(tail, BigInt(state.timeline));
     writeVarint(tail, snap.xmin);
     writeVarint(tail, snap.xmax - snap.xmin);
-    writeVarint(tail, BigInt(snap.xip.length));
-    let last = snap.xmin;
-    for (const x of snap.xip) {
-      writeVarint(tail, x - last);
-      last = x;
-    }
-    const body = Buffer.concat([header(state, opts, this.prefixHash, this.formatHash), Buffer.from(tail)]);
+    writeVarint(tail, BigInt(kind));
+    const body = Buffer.concat([header(state, opts, this.prefixHash, this.formatHash), Buffer.from(tail), Buffer.from(list)]);
     return Buffer.concat([body, this.mac(body)]).toString('base64url');
   }
 
-  /** Returns the snapshot a delta compares with (`$2` of changes-query.ts); throws the errors above. */
-  accept(token: string, state: ChangeState, opts: ChangeOptions): string {
+  /** The token's verified body, or null when it is not one this service issued in this version. */
+  private open(token: string): Buffer | null {
     const raw = token.length <= MAX_TOKEN_CHARS && /^[A-Za-z0-9_-]+$/.test(token) ? Buffer.from(token, 'base64url') : Buffer.alloc(0);
-    if (raw.length < FIXED_BYTES + MAC_BYTES || raw[0] !== VERSION) {
-      throw new InvalidChangeTokenError('malformed', 'changedSince is not a change token');
-    }
+    if (raw.length < FIXED_BYTES + MAC_BYTES) return null;
     const body = raw.subarray(0, raw.length - MAC_BYTES);
-    if (!timingSafeEqual(this.mac(body), raw.subarray(raw.length - MAC_BYTES))) {
+    return timingSafeEqual(this.mac(body), raw.subarray(raw.length - MAC_BYTES)) ? body : null;
+  }
+
+  /**
+   * Whether a hot standby whose snapshots' xmin is `standbyXmin` has finished every transaction the
+   * token's snapshot may have seen (D12.7). True for a token it cannot read: the export refuses that
+   * one wherever it runs.
+   */
+  answerableAbove(token: string, standbyXmin: string): boolean {
+    const body = this.open(token);
+    if (body === null || body[0] !== VERSION) return true;
+    try {
+      return BigInt(standbyXmin) >= readSeen(new Reader(body.subarray(FIXED_BYTES))).seen.xmax;
+    } catch {
+      return true;
+    }
+  }
+
+  /**
+   * What a delta since `token` compares with, read in `state`. Throws InvalidChangeTokenError (400),
+   * ExpiredChangeTokenError (410), or StandbyBehindTokenError when `state` is a standby's that has
+   * not replayed what the token saw (D12.7).
+   */
+  accept(token: string, state: ChangeState, opts: ChangeOptions): ChangeSince {
+    const body = this.open(token);
+    if (body === null) {
+      const raw = /^[A-Za-z0-9_-]*$/.test(token) ? Buffer.from(token, 'base64url') : Buffer.alloc(0);
+      if (token.length > MAX_TOKEN_CHARS || raw.length < FIXED_BYTES + MAC_BYTES || (raw[0] !== VERSION && raw[0] !== 1)) {
+        throw new InvalidChangeTokenError('malformed', 'changedSince is not a change token');
+      }
       throw new InvalidChangeTokenError('forged', 'changedSince is not a change token this service issued');
+    }
+    if (body[0] !== VERSION) {
+      throw new ExpiredChangeTokenError('other-format', 'changedSince was issued by an earlier release of kb-export: take a full export once');
     }
     const want = header(state, opts, this.prefixHash, this.formatHash);
     const same = (start: number, bytes: number) => body.subarray(start, start + bytes).equals(want.subarray(start, start + bytes));
@@ -190,21 +293,9 @@ export class ChangeTokens {
     }
 
     let issuedS: bigint;
-    let snap: PgSnapshot;
+    let seen: Seen;
     try {
-      const r = new Reader(body.subarray(FIXED_BYTES));
-      issuedS = r.varint();
-      const xmin = r.varint();
-      const xmax = xmin + r.varint();
-      const n = r.varint();
-      const xip: bigint[] = [];
-      let last = xmin;
-      for (let i = 0n; i < n; i++) {
-        last += r.varint();
-        xip.push(last);
-      }
-      if (!r.done()) throw new Error('trailing bytes');
-      snap = { xmin, xmax, xip };
+      ({ issuedS, seen } = readSeen(new Reader(body.subarray(FIXED_BYTES))));
     } catch {
       // Only a bug of our own makes a genuine token unreadable: it is still not one to honour.
       throw new InvalidChangeTokenError('malformed', 'changedSince is not a change token');
@@ -214,15 +305,27 @@ export class ChangeTokens {
     if (ageS > this.config.retentionDays * 86_400) {
       throw new ExpiredChangeTokenError('expired', `changedSince is older than CHANGE_RETENTION_DAYS (${this.config.retentionDays} days)`);
     }
-    if (BigInt(state.tokenFloor) > snap.xmin) {
+    if (BigInt(state.tokenFloor) > seen.xmin) {
       throw new ExpiredChangeTokenError('pruned', 'changedSince is older than the removals this service keeps');
     }
     const now = parseSnapshot(state.snapshot);
-    const since = state.inRecovery ? finishedPart(snap) : snap;
-    if (!follows(state.inRecovery ? finishedPart(now) : now, since)) {
-      throw new ExpiredChangeTokenError('ahead', 'changedSince is newer than the data this server reads');
+    if (state.inRecovery) {
+      if (seen.timeline !== BigInt(state.timeline)) {
+        throw new StandbyBehindTokenError(`the standby replays timeline ${state.timeline}, changedSince was issued on ${seen.timeline}`);
+      }
+      if (now.xmin < seen.xmax) throw new StandbyBehindTokenError('the standby has not replayed every transaction changedSince saw');
+      return sinceOf(seen);
     }
-    return formatSnapshot(since);
+    if (seen.timeline !== BigInt(state.timeline)) {
+      throw new ExpiredChangeTokenError(
+        'other-timeline',
+        `changedSince was issued on timeline ${seen.timeline}, before a failover to timeline ${state.timeline} that may have lost transactions it saw: take a full export`,
+      );
+    }
+    if (seen.xmax > now.xmax || now.xip.some((x) => saw(seen, x))) {
+      throw new ExpiredChangeTokenError('ahead', 'changedSince saw transactions this database does not have (restored or failed over since): take a full export');
+    }
+    return sinceOf(seen);
   }
 }
 

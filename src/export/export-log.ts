@@ -49,6 +49,11 @@ export class ExportLog {
     this.#report = ended;
   }
 
+  /** The export reads `source` instead of the one it started with (a fallback to the primary). */
+  readFrom(source: string): void {
+    this.#fields.source = source;
+  }
+
   start(): void {
     this.#startedAt = Date.now();
     this.#log.info({ ...this.#fields }, 'export started');

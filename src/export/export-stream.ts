@@ -17,7 +17,7 @@ import { ResponseWriter } from './respond/response-writer.js';
 import { rewriteRows, type PlanUse } from './rewrite/rewrite-stage.js';
 import type { RewritePool } from './rewrite/workers/rewrite-pool.js';
 import { DocumentCursor } from './snapshot/document-cursor.js';
-import { readChangeState, removedQuery } from './snapshot/changes-query.js';
+import { readChangeState, removedQuery, sinceParams } from './snapshot/changes-query.js';
 import { findBook, type DocumentQueryOptions } from './snapshot/query.js';
 import { inSnapshot, type Snapshot, type SnapshotTimeouts } from './snapshot/snapshot.js';
 
@@ -192,7 +192,7 @@ export async function streamExport(
       }
       if (pending !== null) await write(pending.rows, await pending.rewrites, 0);
       await cursor.close();
-      if (since !== null) await writeRemoved(snap, body, [book.id, since], req, timeouts.fetchMs);
+      if (since !== null) await writeRemoved(snap, body, [book.id, ...sinceParams(since)], req, timeouts.fetchMs);
     }, giveUp);
     // The last bytes may wait in the socket's buffers long after the snapshot ended: `stop` still fails the export.
     const finishing = body.finish();
@@ -228,7 +228,7 @@ export function stopped(stop: AbortSignal | null): Promise<never> {
 }
 
 /** A delta's removed ids (decisions.md D12.2), a batch at a time. */
-async function writeRemoved(snap: Snapshot, body: ExportBody, params: [string, string], opts: DocumentQueryOptions, timeoutMs: number): Promise<void> {
+async function writeRemoved(snap: Snapshot, body: ExportBody, params: [string, string, string], opts: DocumentQueryOptions, timeoutMs: number): Promise<void> {
   await snap.query(`DECLARE kb_export_removed NO SCROLL CURSOR FOR ${removedQuery(opts)}`, params, { timeoutMs });
   for (;;) {
     const rows = await snap.query<[Buffer][]>(`FETCH FORWARD ${REMOVED_BATCH} FROM kb_export_removed`, [], { raw: true, timeoutMs });

@@ -9,7 +9,7 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.js';
 import type { Sql } from '../db/connect.js';
-import { ApiError, ClientGoneError } from '../errors.js';
+import { ApiError, ClientGoneError, DependencyError } from '../errors.js';
 import type { Redis } from 'ioredis';
 import { ExportAdmission } from './admission/admission.js';
 import { FleetAdmission, type Admitted } from './admission/fleet-admission.js';
@@ -17,7 +17,7 @@ import { UserLeases } from './admission/user-leases.js';
 import { watchCause } from './failure-cause.js';
 import { exportEtag, OUTPUT_FORMAT_VERSION, type Representation } from './cache/etag.js';
 import { ExportCache, type Kept } from './cache/export-cache.js';
-import { ChangeTokens, loadChangeTokenSecret } from './change-token.js';
+import { ChangeTokens, loadChangeTokenSecret, StandbyBehindTokenError } from './change-token.js';
 import { ExportLog, type ExportEnded } from './export-log.js';
 import { streamExport, type ExportSettings } from './export-stream.js';
 import { sendKeptBody } from './send-kept.js';
@@ -25,8 +25,9 @@ import type { ContentEncoding } from './respond/compression.js';
 import { responseTurn } from './respond/response-turn.js';
 import { PlanWriter } from './rewrite/plans/plan-store.js';
 import type { ChangeState } from './snapshot/changes-query.js';
+import type { BookLookup } from './snapshot/query.js';
 import { asDatabaseOutage } from '../db/dependency.js';
-import type { ReplicaSet } from '../db/replica/replica-set.js';
+import type { FallbackReason, ReplicaSet } from '../db/replica/replica-set.js';
 import type { PlanUse } from './rewrite/rewrite-stage.js';
 import { RewritePool } from './rewrite/workers/rewrite-pool.js';
 
@@ -151,15 +152,39 @@ export class Exporter {
     this.#plans = this.#planWriter ? { writer: this.#planWriter, counts: { reused: 0, computed: 0 } } : null;
   }
 
-  /** The primary as a read source: where a request goes when its standby fails it before its first byte. */
-  get primary(): ReadSource {
-    return this.#primary;
+  /**
+   * Where one request reads, and its book read there: a usable standby in turn, else the primary
+   * (decisions.md D11.2, D11.4). A standby that fails the lookup, or has not finished every
+   * transaction that `changedSince` saw (D12.7), sends the request to the primary: counted and
+   * logged. `bookOn` looks the book up on a pool (404, or a DependencyError of `where`).
+   */
+  async locate(
+    changedSince: string | null,
+    bookOn: (sql: Sql) => Promise<BookLookup>,
+    log: FastifyBaseLogger,
+  ): Promise<{ source: ReadSource; book: BookLookup }> {
+    const picked = this.#replicas?.pick();
+    if (!picked) return { source: this.#primary, book: await bookOn(this.#primary.lookupSql) };
+    const source = { name: picked.name, lookupSql: picked.sql, exportSql: picked.sql };
+    let book: BookLookup;
+    try {
+      book = await bookOn(source.lookupSql);
+    } catch (err) {
+      if (!isReplicaOutage(err)) throw err;
+      this.#fellBack('standby_failed', source, log, err);
+      return { source: this.#primary, book: await bookOn(this.#primary.lookupSql) };
+    }
+    if (changedSince !== null && !(await asDependency(this.changeTokens())).answerableAbove(changedSince, book.snapshot_xmin)) {
+      this.#fellBack('behind_token', source, log);
+      return { source: this.#primary, book: await bookOn(this.#primary.lookupSql) };
+    }
+    return { source, book };
   }
 
-  /** The server one export reads from: a usable standby in turn, else the primary (decisions.md D11.2, D11.4). */
-  source(): ReadSource {
-    const picked = this.#replicas?.pick();
-    return picked ? { name: picked.name, lookupSql: picked.sql, exportSql: picked.sql } : this.#primary;
+  #fellBack(reason: FallbackReason, from: ReadSource, log: FastifyBaseLogger, err?: unknown): void {
+    this.#replicas?.fellBack(reason);
+    const why = reason === 'behind_token' ? 'it has not replayed every transaction changedSince saw' : 'it failed before the first byte';
+    log.info({ replica: from.name, reason, ...(err === undefined ? {} : { err }) }, `export reads the primary: ${from.name} ${why}`);
   }
 
   /**
@@ -181,14 +206,32 @@ export class Exporter {
   }
 
   /**
-   * The change token a `HEAD` of `target` announces, for the book's change state read now; checks
-   * its `changedSince` as a `GET` would (400, 410).
+   * The ETag and change token a `HEAD` of `target` announces, for the book's change state read now
+   * by `stateOn`; checks its `changedSince` as a `GET` would (400, 410), on the primary when the
+   * standby cannot answer it (D12.7).
    */
-  async headToken(target: ExportTarget, state: ChangeState): Promise<string> {
-    const tokens = await this.changeTokens();
+  async head(
+    target: ExportTarget,
+    stateOn: (sql: Sql) => Promise<ChangeState>,
+    bookOn: (sql: Sql) => Promise<BookLookup>,
+    log: FastifyBaseLogger,
+  ): Promise<{ etag: string; token: string }> {
+    const tokens = await asDependency(this.changeTokens());
     const options = { excludeCategories: target.excludeCategories, includeContentHtml: target.includeContentHtml };
-    if (target.changedSince !== null) tokens.accept(target.changedSince, state, options);
-    return tokens.issue(state, options);
+    let state = await stateOn(target.source.lookupSql);
+    let version = target.version;
+    if (target.changedSince !== null) {
+      try {
+        tokens.accept(target.changedSince, state, options);
+      } catch (err) {
+        if (!(err instanceof StandbyBehindTokenError)) throw err;
+        this.#fellBack('behind_token', target.source, log);
+        version = (await bookOn(this.#primary.lookupSql)).export_version;
+        state = await stateOn(this.#primary.lookupSql);
+        tokens.accept(target.changedSince, state, options);
+      }
+    }
+    return { etag: this.etag({ ...target, version }), token: tokens.issue(state, options) };
   }
 
   /** The ETag of `target` (decisions.md D9.1). */
@@ -266,8 +309,21 @@ export class Exporter {
         captureUpTo: target.changedSince === null ? this.#cache.maxEntryBytes : 0,
         changeTokens,
       });
-      watch = watchCause(target.source, this.#config.dbTimeoutMs);
-      const result = await streamExport(target.source.exportSql, { ...target }, res, settings, headers, admitted.lost);
+      let source = target.source;
+      let result;
+      for (;;) {
+        watch = watchCause(source, this.#config.dbTimeoutMs);
+        try {
+          result = await streamExport(source.exportSql, { ...target }, res, settings, headers, admitted.lost);
+          break;
+        } catch (err) {
+          // Nothing was sent yet: the primary answers instead (D11.4, D12.7).
+          if (source === this.#primary || res.headersSent || res.destroyed || !isStandbyFailure(err)) throw err;
+          this.#fellBack(err instanceof StandbyBehindTokenError ? 'behind_token' : 'standby_failed', source, ctx.log, err);
+          source = this.#primary;
+          log.readFrom(source.name);
+        }
+      }
       if (result.body !== undefined) this.#cache.set({ ...target, version: result.version }, result.body, result.token);
       const end = { count: result.count, bytes: result.bytes };
       if (result.outcome === 'complete') log.end('complete', end);
@@ -291,6 +347,16 @@ export class Exporter {
   async close(): Promise<void> {
     await Promise.all([this.#pool?.close(), this.#planWriter?.close()]);
   }
+}
+
+/** A standby that failed or cannot answer: the request may read the primary instead. */
+function isReplicaOutage(err: unknown): boolean {
+  return err instanceof DependencyError && err.dependency === 'replica';
+}
+
+/** How an export on a standby fails before its first byte when the standby is at fault: its connection counts as the database's. */
+function isStandbyFailure(err: unknown): boolean {
+  return err instanceof DependencyError && err.dependency !== 'redis';
 }
 
 /** `work`, a database outage in it as a DependencyError (503, decisions.md D8.5). */

@@ -93,6 +93,26 @@ t.test('a delta applied to the earlier export gives the later one: changed, ente
   }
 });
 
+t.test('without contentHtml, a change to the HTML alone is no change; with it, it is (D12.3 "if and only if")', async (t) => {
+  const server = await startServer(t);
+  const sql = server.db.sql;
+  await seed(sql, simpleSeed(docs()));
+  const [lean, full] = [await exportOf(server, '?includeContentHtml=false'), await exportOf(server)];
+  await sql`UPDATE documents SET content_html = '<p>only the HTML</p>' WHERE id = 'd1'`;
+  await sql`UPDATE documents SET content_html = '<p>and the name</p>', name = 'renamed' WHERE id = 'd2'`;
+  await sql`UPDATE documents SET content_html = '<p>first</p>' WHERE id = 'd3'`;
+  await sql`UPDATE documents SET name = 'then the name' WHERE id = 'd3'`;
+  const leanDelta = await exportOf(server, `?includeContentHtml=false&changedSince=${lean.token}`);
+  t.same(leanDelta.body.documents.map((d) => d.id), ['d2', 'd3'], 'd1 changed only its HTML, which this export does not carry');
+  t.same(applied(lean.body.documents, leanDelta.body), (await exportOf(server, '?includeContentHtml=false')).body.documents, 'applied, the later export');
+  const fullDelta = await exportOf(server, `?changedSince=${full.token}`);
+  t.same(fullDelta.body.documents.map((d) => d.id), ['d1', 'd2', 'd3'], 'with contentHtml, d1 changed');
+  const again = await exportOf(server, `?includeContentHtml=false&changedSince=${(await exportOf(server, '?includeContentHtml=false')).token}`);
+  await sql`UPDATE documents SET content_html = '<p>later</p>' WHERE id = 'd4'`;
+  t.same(again.body.documents, [], 'nothing since the latest export');
+  t.same((await exportOf(server, `?includeContentHtml=false&changedSince=${leanDelta.token}`)).body.documents, [], "and nothing since the delta's own token either");
+});
+
 t.test('a type change into a category leaves the excludeCategories=true export only', async (t) => {
   const server = await startServer(t);
   const sql = server.db.sql;

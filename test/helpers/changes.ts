@@ -41,8 +41,8 @@ export async function exportAt(sql: Sql, bookId: string, opts: DocumentQueryOpti
 /** The delta of `bookId` since snapshot `since`, read in a new snapshot. */
 export async function deltaSince(sql: Sql, bookId: string, since: string, opts: DocumentQueryOptions): Promise<DeltaRead> {
   return sql.begin(REPEATABLE_READ, async (tx) => {
-    const rows = (await tx.unsafe(changedDocumentQuery(opts), [bookId, since]).raw()) as unknown as DocumentRow[];
-    const removed = (await tx.unsafe(removedQuery(opts), [bookId, since]).raw()) as unknown as [Buffer][];
+    const rows = (await tx.unsafe(changedDocumentQuery(opts), [bookId, since, '{}']).raw()) as unknown as DocumentRow[];
+    const removed = (await tx.unsafe(removedQuery(opts), [bookId, since, '{}']).raw()) as unknown as [Buffer][];
     return {
       documents: rows.map(documentIdOf),
       removed: removed.map((r) => JSON.parse(r[0].toString()) as string),

@@ -111,9 +111,13 @@ function conf(settings: Record<string, string | number | boolean>): string {
 
 /**
  * Starts a primary and a hot standby streaming from it; both stopped and their folder removed at
- * `t`'s teardown. `standbySettings` go into the standby's configuration before it starts.
+ * `t`'s teardown. `settings` go into both servers' configuration, `standbySettings` into the
+ * standby's, before they start.
  */
-export async function startReplicaPair(t: Teardown, opts: { standbySettings?: Record<string, string | number | boolean> } = {}): Promise<ReplicaPair> {
+export async function startReplicaPair(
+  t: Teardown,
+  opts: { settings?: Record<string, string | number | boolean>; standbySettings?: Record<string, string | number | boolean> } = {},
+): Promise<ReplicaPair> {
   const serverUser = postgresUser();
   const owner: Owner = serverUser ?? { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
   const nativeDir = await runnableNativeDir(installedNativeBuild(), serverUser);
@@ -125,7 +129,7 @@ export async function startReplicaPair(t: Teardown, opts: { standbySettings?: Re
   };
   t.teardown(cleanUp);
   try {
-    return await makePair(root, nativeDir, serverUser, owner, nodes, opts.standbySettings ?? {});
+    return await makePair(root, nativeDir, serverUser, owner, nodes, { ...COMMON_SETTINGS, ...opts.settings }, opts.standbySettings ?? {});
   } catch (err) {
     // A failed start-up may end the test file before its teardown runs.
     await cleanUp();
@@ -139,6 +143,7 @@ async function makePair(
   serverUser: Owner | null,
   owner: Owner,
   nodes: PgNode[],
+  settings: Record<string, string | number | boolean>,
   standbySettings: Record<string, string | number | boolean>,
 ): Promise<ReplicaPair> {
   // The server user must reach the data folders inside.
@@ -150,7 +155,7 @@ async function makePair(
   await ensurePrivateDir(primaryDir, owner);
   const initLog = new LogTail();
   await withPasswordFile(password, owner, (file) => initdb(nativeDir, primaryDir, file, serverUser, initLog));
-  await fs.appendFile(path.join(primaryDir, 'postgresql.conf'), conf(COMMON_SETTINGS));
+  await fs.appendFile(path.join(primaryDir, 'postgresql.conf'), conf(settings));
 
   // initdb leaves the folder cleanly shut down: a copy of it is a valid base backup.
   const cp = spawnSync('cp', ['-a', primaryDir, standbyDir], { ...(serverUser ?? {}), encoding: 'utf8' });

@@ -47,11 +47,13 @@ export function registerReplicaMetrics(registry: Registry, replicas: ReplicaSet)
   });
   new Counter({
     name: 'kb_export_replica_fallbacks_total',
-    help: 'Exports read from the primary because no standby was usable (lagging or down).',
+    help:
+      'Exports read from the primary while standbys are configured, by reason: no standby usable (lagging or down), the standby picked failed before the first byte, or it had not replayed what the change token saw.',
+    labelNames: ['reason'],
     registers,
     collect() {
       this.reset();
-      this.inc(replicas.fallbacks);
+      for (const [reason, n] of replicas.fallbacksBy()) this.inc({ reason }, n);
     },
   });
 }

@@ -16,6 +16,12 @@ import { LsnHistory, parseLsn } from './lsn-history.js';
 
 export type ReplicaState = 'usable' | 'lagging' | 'down';
 
+/**
+ * Why an export read the primary while standbys are configured: none was usable, the one picked
+ * failed before the export's first byte, or it had not replayed what a change token saw (D12.7).
+ */
+export type FallbackReason = 'no_usable_standby' | 'standby_failed' | 'behind_token';
+
 /** One standby's pools: `sql` for exports (what pick() returns), `checkSql` (one connection) for the check. */
 export interface StandbyPools {
   sql: Sql;
@@ -80,7 +86,7 @@ export class ReplicaSet {
   #timer: NodeJS.Timeout | null = null;
   #running = false;
   #next = 0;
-  #fallbacks = 0;
+  readonly #fallbacks = new Map<FallbackReason, number>();
   /** Since when no standby is usable (performance.now()), and the exports sent to the primary since. */
   #fallback: { since: number; exports: number } | null = null;
 
@@ -135,10 +141,15 @@ export class ReplicaSet {
       return { sql: s.sql, index: s.status.index, name: `replica ${s.status.index}` };
     }
     if (n > 0) {
-      this.#fallbacks++;
+      this.fellBack('no_usable_standby');
       if (this.#fallback) this.#fallback.exports++;
     }
     return null;
+  }
+
+  /** Counts an export sent to the primary for `reason` (pick() counts its own). */
+  fellBack(reason: FallbackReason): void {
+    this.#fallbacks.set(reason, (this.#fallbacks.get(reason) ?? 0) + 1);
   }
 
   /** Each standby's state as of the last round, in DATABASE_REPLICA_URL's order. */
@@ -146,8 +157,15 @@ export class ReplicaSet {
     return this.#standbys.map((s) => ({ ...s.status }));
   }
 
-  /** Exports sent to the primary because no standby was usable, since start. */
+  /** Exports sent to the primary since start, whatever the reason. */
   get fallbacks(): number {
+    let n = 0;
+    for (const count of this.#fallbacks.values()) n += count;
+    return n;
+  }
+
+  /** Exports sent to the primary since start, by reason. */
+  fallbacksBy(): ReadonlyMap<FallbackReason, number> {
     return this.#fallbacks;
   }
 

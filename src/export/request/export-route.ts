@@ -1,6 +1,5 @@
 /** The export route, GET and HEAD (export-api.md 4.1): key, parameters, book, 304, in D5.5's order; then the Exporter. */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { DependencyError } from '../../errors.js';
 import { exportHeaders } from '../encode/body-format.js';
 import type { Exporter, ExportTarget } from '../exporter.js';
 import { EXPORT_PATH } from '../../http/routes.js';
@@ -20,16 +19,7 @@ export function registerExportRoute(api: FastifyInstance, exporter: Exporter, lo
     const includeContentHtml = booleanParam(req.query, 'includeContentHtml', true);
     const changedSince = tokenParam(req.query, 'changedSince');
     // decisions.md D11.3: the version behind the ETag and a 304 is read where the body will be.
-    let source = exporter.source();
-    let book;
-    try {
-      book = await lookups.book(userId, req.params.bookSlug, source.lookupSql);
-    } catch (err) {
-      // A standby lost since its last check: this request reads the primary (D11.4).
-      if (!(err instanceof DependencyError && err.dependency === 'replica')) throw err;
-      source = exporter.primary;
-      book = await lookups.book(userId, req.params.bookSlug, source.lookupSql);
-    }
+    const { source, book } = await exporter.locate(changedSince, (sql) => lookups.book(userId, req.params.bookSlug, sql), req.log);
     const format = bodyFormatOf(req.headers);
     const encoding = contentEncodingOf(req.headers);
     return { userId, keyId, bookSlug: req.params.bookSlug, bookId: book.id, version: book.export_version, tokenFloor: book.token_floor, excludeCategories, includeContentHtml, format, encoding, changedSince, source };
@@ -59,10 +49,15 @@ export function registerExportRoute(api: FastifyInstance, exporter: Exporter, lo
   api.head<ExportRoute>(EXPORT_PATH, { preParsing: refuseBody }, async (req, reply) => {
     const target = await targetOf(req);
     if (notModified(req, reply, target)) return reply;
-    const token = await exporter.headToken(target, await lookups.changeState(target.bookId, target.source.lookupSql));
+    const { etag, token } = await exporter.head(
+      target,
+      (sql) => lookups.changeState(target.bookId, sql),
+      (sql) => lookups.book(target.userId, target.bookSlug, sql),
+      req.log,
+    );
     return reply
       .code(200)
-      .headers({ ...exportHeaders(target.format, target.encoding), etag: exporter.etag(target), 'export-change-token': token })
+      .headers({ ...exportHeaders(target.format, target.encoding), etag, 'export-change-token': token })
       .send();
   });
 }

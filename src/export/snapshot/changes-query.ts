@@ -1,24 +1,35 @@
-/** A delta's SQL (decisions.md D12.2, D12.3): `$1` the book id, `$2` the change token's pg_snapshot. */
+/**
+ * A delta's SQL (decisions.md D12.2, D12.3): `$1` the book id, `$2` and `$3` what the change token's
+ * snapshot saw (change-token.ts `ChangeSince`): a pg_snapshot, and xids it saw beyond it.
+ */
 import { documentQuery, documentSizeQuery, type DocumentQueryOptions } from './query.js';
 
-/** Written by a transaction not visible in `$2`; the `>=` lets an index find the candidates. */
+/**
+ * Written by a transaction the token's snapshot did not see; the `>=` lets an index find the
+ * candidates. `$3` lists transactions at or above `$2`'s xmin that the snapshot saw all the same:
+ * a token that cannot list what was running names what had finished instead (change-token.ts).
+ */
 const since = (col: string) =>
-  `${col} >= pg_snapshot_xmin($2::pg_snapshot) AND NOT pg_visible_in_snapshot(${col}, $2::pg_snapshot)`;
+  `${col} >= pg_snapshot_xmin($2::pg_snapshot) AND NOT pg_visible_in_snapshot(${col}, $2::pg_snapshot) AND ${col} <> ALL($3::xid8[])`;
 
-/** Through documents_changes_idx, then sorted: a delta reads what changed, not the book. */
+/** Without contentHtml, a change to the HTML alone is none (sql/0007_changes_without_html.sql). */
+const changedColumn = (opts: Pick<DocumentQueryOptions, 'includeContentHtml'>) =>
+  opts.includeContentHtml ? 'changed_xid' : 'changed_xid_no_html';
+
+/** Through the changed column's index, then sorted: a delta reads what changed, not the book. */
 export function changedDocumentQuery(opts: DocumentQueryOptions): string {
-  return documentQuery(opts, since('changed_xid'));
+  return documentQuery(opts, since(changedColumn(opts)));
 }
 
 /** The size cursor of changedDocumentQuery: same rows, same order (decisions.md D8.4). */
 export function changedDocumentSizeQuery(opts: DocumentQueryOptions): string {
-  return documentSizeQuery(opts, since('changed_xid'));
+  return documentSizeQuery(opts, since(changedColumn(opts)));
 }
 
 /**
- * The ids, as JSON text, of documents that left this option set's export since `$2` and are not in it
- * now, byte-wise ascending. Only with excludeCategories did one made a category leave; one that was a
- * category when it left was never in it.
+ * The ids, as JSON text, of documents that left this option set's export since the token and are not
+ * in it now, byte-wise ascending. Only with excludeCategories did one made a category leave; one that
+ * was a category when it left was never in it.
  */
 export function removedQuery(opts: Pick<DocumentQueryOptions, 'excludeCategories'>): string {
   const left = opts.excludeCategories ? 'NOT was_category' : `reason <> 'category'`;
@@ -32,10 +43,23 @@ export function removedQuery(opts: Pick<DocumentQueryOptions, 'excludeCategories
   ORDER BY r.document_id`;
 }
 
+/**
+ * The parameters `$2` and `$3` of a delta's SQL: a pg_snapshot, and the xids at or above its xmin
+ * that it saw all the same, as an array literal (change-token.ts).
+ */
+export interface ChangeSince {
+  snapshot: string;
+  visible: string;
+}
+
+/** A delta's parameters after the book id. */
+export const sinceParams = (s: ChangeSince): [string, string] => [s.snapshot, s.visible];
+
 export interface ChangeState {
   bookId: string;
   /** One incarnation of the book. */
   changeEpoch: string;
+  /** pg_current_snapshot() of the reading transaction; on a hot standby it lists no running xids. */
   snapshot: string;
   inRecovery: boolean;
   nowS: number;
@@ -43,15 +67,56 @@ export interface ChangeState {
   tokenFloor: string;
   /** The cluster's system identifier and the database's oid: a restore elsewhere differs. */
   databaseId: string;
+  /** The WAL timeline the data was read on: a promotion starts a new one (decisions.md D12.8). */
+  timeline: number;
+  /**
+   * Transactions between the snapshot's xmin and xmax that it saw and that wrote this book (a
+   * changed column or a removal), ascending; more than VISIBLE_MAX means "too many to list".
+   * Read only on a hot standby or when the snapshot lists over XIP_LISTED_MAX running xids; else null.
+   */
+  visible: bigint[] | null;
 }
 
+/** Running xids up to which a primary's token lists them without asking which ones wrote the book. */
+export const XIP_LISTED_MAX = 256;
+/** Visible writers of the book listed at most; one more is read to tell "too many". */
+export const VISIBLE_MAX = 1024;
+
+/** The timeline of the WAL the server writes (a primary) or receives and replays (a standby). */
+const TIMELINE = `CASE WHEN pg_is_in_recovery()
+    THEN greatest((SELECT received_tli FROM pg_stat_wal_receiver), (SELECT min_recovery_end_timeline FROM pg_control_recovery()),
+                  (SELECT timeline_id FROM pg_control_checkpoint()))
+    ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END`;
+
+/** Distinct values of `col` in [lo, hi), one index probe each (a loose index scan), at most VISIBLE_MAX + 1. */
+function distinctIn(table: string, col: string, where: string): string {
+  const probe = (from: string) =>
+    `(SELECT ${col} FROM ${table} WHERE ${where} AND ${col} ${from} AND ${col} < pg_snapshot_xmax(s.snap) ORDER BY ${col} LIMIT 1)`;
+  return `(WITH RECURSIVE c(x) AS (
+      ${probe('>= pg_snapshot_xmin(s.snap)')}
+      UNION ALL
+      SELECT ${probe('> c.x')} FROM c WHERE c.x IS NOT NULL)
+    SELECT x FROM c WHERE x IS NOT NULL LIMIT ${VISIBLE_MAX + 1})`;
+}
+
+const VISIBLE = `(SELECT coalesce(string_agg(v.x::text, ',' ORDER BY v.x), '') FROM (
+    SELECT x FROM (
+      ${distinctIn('documents', 'changed_xid', 'book_id = $1 AND status = 1')} UNION
+      ${distinctIn('documents', 'changed_xid_no_html', 'book_id = $1 AND status = 1')} UNION
+      ${distinctIn('document_removals', 'removed_xid', 'book_id = $1')}) u
+    ORDER BY x LIMIT ${VISIBLE_MAX + 1}) v)`;
+
 const CHANGE_STATE_QUERY = `
-  SELECT b.change_epoch::text AS change_epoch, pg_current_snapshot()::text AS snapshot,
+  WITH s AS MATERIALIZED (SELECT pg_current_snapshot() AS snap)
+  SELECT b.change_epoch::text AS change_epoch, s.snap::text AS snapshot,
          pg_is_in_recovery() AS in_recovery, extract(epoch FROM now())::float8 AS now_s,
          t.token_floor::text AS token_floor,
          (SELECT system_identifier::text FROM pg_control_system()) || '/' ||
-           (SELECT oid::text FROM pg_database WHERE datname = current_database()) AS database_id
-  FROM books b CROSS JOIN change_tracking t
+           (SELECT oid::text FROM pg_database WHERE datname = current_database()) AS database_id,
+         ${TIMELINE} AS timeline,
+         CASE WHEN pg_is_in_recovery() OR (SELECT count(*) FROM pg_snapshot_xip(s.snap)) > ${XIP_LISTED_MAX}
+           THEN ${VISIBLE} END AS visible
+  FROM books b CROSS JOIN change_tracking t CROSS JOIN s
   WHERE b.id = $1`;
 
 interface ChangeStateRow {
@@ -61,15 +126,17 @@ interface ChangeStateRow {
   now_s: number;
   token_floor: string;
   database_id: string;
+  timeline: number;
+  visible: string | null;
 }
 
-/** Run it in the export's snapshot. Throws when the book is not there or the schema is behind 0006. */
+/** Run it in the export's snapshot. Throws when the book is not there or the schema is behind 0007. */
 export async function readChangeState(
   run: (text: string, params: string[]) => Promise<ChangeStateRow[]>,
   bookId: string,
 ): Promise<ChangeState> {
   const [row] = await run(CHANGE_STATE_QUERY, [bookId]);
-  if (!row) throw new Error(`no change state for book ${JSON.stringify(bookId)}: is the schema migrated to 0006?`);
+  if (!row) throw new Error(`no change state for book ${JSON.stringify(bookId)}: is the schema migrated to 0007?`);
   return {
     bookId,
     changeEpoch: row.change_epoch,
@@ -78,5 +145,7 @@ export async function readChangeState(
     nowS: row.now_s,
     tokenFloor: row.token_floor,
     databaseId: row.database_id,
+    timeline: row.timeline,
+    visible: row.visible === null ? null : row.visible === '' ? [] : row.visible.split(',').map(BigInt),
   };
 }

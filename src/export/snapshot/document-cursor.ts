@@ -4,7 +4,7 @@
  */
 import { type DocumentRow } from '../encode/rows.js';
 import { ROW_OVERHEAD_BYTES, rowsWithinBudget } from './batch-budget.js';
-import { changedDocumentQuery, changedDocumentSizeQuery } from './changes-query.js';
+import { changedDocumentQuery, changedDocumentSizeQuery, sinceParams, type ChangeSince } from './changes-query.js';
 import { documentQuery, documentSizeQuery, type DocumentQueryOptions } from './query.js';
 import type { Snapshot } from './snapshot.js';
 
@@ -55,8 +55,8 @@ export class DocumentCursor {
   }
 
   /** Declares both cursors and asks for the first batch; with `since` (changes-query.ts), only what changed. */
-  static async open(snap: Snapshot, opts: DocumentQueryOptions, bookId: string, since: string | null, limits: CursorLimits): Promise<DocumentCursor> {
-    const params = since === null ? [bookId] : [bookId, since];
+  static async open(snap: Snapshot, opts: DocumentQueryOptions, bookId: string, since: ChangeSince | null, limits: CursorLimits): Promise<DocumentCursor> {
+    const params = since === null ? [bookId] : [bookId, ...sinceParams(since)];
     const declare = (name: string, query: string) =>
       snap.query(`DECLARE ${name} NO SCROLL CURSOR FOR ${query}`, params, { timeoutMs: limits.startMs });
     const [sizes, rows] = since === null ? [documentSizeQuery(opts), documentQuery(opts)] : [changedDocumentSizeQuery(opts), changedDocumentQuery(opts)];

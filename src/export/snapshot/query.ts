@@ -7,13 +7,19 @@ const iso = (col: string) => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"H
 /** Columns in the order of export-api.md table 2.1. */
 const BOOK_QUERY = `
   SELECT id, slug, name, description, cover_image, ${iso('created_at')} AS created_at, ${iso('updated_at')} AS updated_at,
-         export_version::text AS export_version, (SELECT token_floor::text FROM change_tracking) AS token_floor
+         export_version::text AS export_version, (SELECT token_floor::text FROM change_tracking) AS token_floor,
+         pg_snapshot_xmin(pg_current_snapshot())::text AS snapshot_xmin
   FROM books
   WHERE owner_id = $1 AND slug = $2`;
 
-/** A book row as looked up, with the change tokens' floor (decisions.md D12.3), which keeps exports cached apart. */
+/**
+ * A book row as looked up, with the change tokens' floor (decisions.md D12.3), which keeps exports
+ * cached apart, and the lookup's snapshot xmin: on a standby, every transaction below it has finished
+ * there, and so it has in any later snapshot there (D12.7).
+ */
 export interface BookLookup extends BookRow {
   token_floor: string;
+  snapshot_xmin: string;
 }
 
 /** export-api.md 4.1 rule 6. A slug with a NUL, which PostgreSQL refuses in parameters, is none. */

@@ -112,7 +112,7 @@ t.test('replay paused and a change committed on the primary: lag grows past the 
   const lag = Number(/^kb_export_replica_lag_seconds\{standby="0"\} (\S+)$/m.exec(text)?.[1]);
   t.ok(lag > MAX_LAG_MS / 1000, `kb_export_replica_lag_seconds ${lag}`);
   t.match(text, /^kb_export_replica_state\{standby="0",state="lagging"\} 1$/m);
-  t.match(text, /^kb_export_replica_fallbacks_total 2$/m);
+  t.match(text, /^kb_export_replica_fallbacks_total\{reason="no_usable_standby"\} 2$/m);
 
   await pair.resumeReplay();
   await waitFor('usable again', () => state(set).state === 'usable');

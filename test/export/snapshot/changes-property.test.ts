@@ -104,8 +104,8 @@ async function exportAndCheck(sql: Sql, books: string[], earlier: Export[]): Pro
       for (const book of books) {
         for (const opts of OPTIONS) {
           const key = rowsKey(book, opts.excludeCategories);
-          const changed = (await tx.unsafe(changedDocumentQuery(opts), [book, before.snapshot]).raw()) as unknown as DocumentRow[];
-          const removed = ((await tx.unsafe(removedQuery(opts), [book, before.snapshot]).raw()) as unknown as [Buffer][]).map(
+          const changed = (await tx.unsafe(changedDocumentQuery(opts), [book, before.snapshot, '{}']).raw()) as unknown as DocumentRow[];
+          const removed = ((await tx.unsafe(removedQuery(opts), [book, before.snapshot, '{}']).raw()) as unknown as [Buffer][]).map(
             (r) => JSON.parse(r[0].toString()) as string,
           );
           const delta: DeltaRead = { documents: changed.map(documentIdOf), removed, rows: new Map(changed.map((r) => [documentIdOf(r), text(r)])) };

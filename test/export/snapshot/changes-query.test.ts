@@ -121,8 +121,8 @@ t.test('the delta size cursor gives one size per document row, in the same order
   const before = await exportAt(sql, BOOK, opts);
   await sql`UPDATE documents SET content_html = 'y' || coalesce(content_html, '') WHERE id IN ('d2', 'd3')`;
   const [sizes, rows] = await sql.begin('ISOLATION LEVEL REPEATABLE READ READ ONLY', async (tx) => [
-    await tx.unsafe(changedDocumentSizeQuery(opts), [BOOK, before.snapshot]).values(),
-    (await tx.unsafe(changedDocumentQuery(opts), [BOOK, before.snapshot]).raw()) as unknown as DocumentRow[],
+    await tx.unsafe(changedDocumentSizeQuery(opts), [BOOK, before.snapshot, '{}']).values(),
+    (await tx.unsafe(changedDocumentQuery(opts), [BOOK, before.snapshot, '{}']).raw()) as unknown as DocumentRow[],
   ]);
   t.equal(sizes.length, 2);
   t.same(rows.map(documentIdOf), ['d2', 'd3']);
@@ -138,7 +138,9 @@ t.test('readChangeState: the snapshot of the transaction it runs in, the epoch, 
     return [s, r!.s] as const;
   });
   const [book] = await sql<{ e: string }[]>`SELECT change_epoch::text AS e FROM books WHERE id = ${BOOK}`;
-  t.match(state, { bookId: BOOK, changeEpoch: book!.e, snapshot, inRecovery: false, tokenFloor: '0' });
+  t.match(state, { bookId: BOOK, changeEpoch: book!.e, snapshot, inRecovery: false, tokenFloor: '0', visible: null });
+  const [{ tli }] = (await sql`SELECT substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS tli`) as unknown as [{ tli: string }];
+  t.equal(state.timeline, parseInt(tli, 16), "the timeline of the primary's WAL");
   t.match(state.databaseId, /^\d+\/\d+$/);
   t.ok(Math.abs(state.nowS - Date.now() / 1000) < 60, 'the database clock, in seconds');
   await t.rejects(readChangeState((text, params) => sql.unsafe(text, params) as never, 'nope'), /no change state/);
@@ -181,10 +183,14 @@ t.test('a delta of 10 changes in a book of 20,000 documents reads them through t
   const delta = await deltaSince(sql, BOOK, before.snapshot, opts);
   t.equal(delta.documents.length + delta.removed.length, 10);
 
-  const docsPlan = await plan(sql, changedDocumentQuery(opts), [BOOK, before.snapshot]);
+  const docsPlan = await plan(sql, changedDocumentQuery(opts), [BOOK, before.snapshot, '{}']);
   t.match(docsPlan, /documents_changes_idx/, 'documents found through documents_changes_idx');
   readsChangesOnly(t, docsPlan, 'documents');
-  const removedPlan = await plan(sql, removedQuery(opts), [BOOK, before.snapshot]);
+  const lean = { ...opts, includeContentHtml: false };
+  const leanPlan = await plan(sql, changedDocumentQuery(lean), [BOOK, before.snapshot, '{}']);
+  t.match(leanPlan, /documents_changes_no_html_idx/, 'without contentHtml, through documents_changes_no_html_idx');
+  readsChangesOnly(t, leanPlan, 'documents without contentHtml');
+  const removedPlan = await plan(sql, removedQuery(opts), [BOOK, before.snapshot, '{}']);
   t.match(removedPlan, /document_removals_book_idx/, 'removals found through their book index');
   readsChangesOnly(t, removedPlan, 'removals');
   const full = await plan(sql, documentQuery(opts), [BOOK]);
