@@ -1,7 +1,7 @@
 /**
  * The databases bench/write-cost.ts compares: migrated up to 0001 (no trigger), 0002 and 0003, 0003
- * with the statement-level UPDATE trigger it was chosen over, and 0006 (0003 plus the change
- * tracking for deltas).
+ * with the statement-level UPDATE trigger it was chosen over, 0006 (0003 plus the change
+ * tracking for deltas) and 0007 (0006 plus the last change but for content_html, indexed).
  */
 import { copyFile, mkdtemp, readdir } from 'node:fs/promises';
 import os from 'node:os';
@@ -64,6 +64,13 @@ export const VARIANTS: Variant[] = [
     name: '0006',
     what: '0003 plus the change tracking for deltas: changed_xid set by a BEFORE UPDATE OF … WHEN trigger and indexed, removals recorded (up to 0006)',
     upTo: 6,
+    autosaveBumps: false,
+    tracksChanges: true,
+  },
+  {
+    name: '0007',
+    what: '0006 plus changed_xid_no_html: a second comparison in the same trigger and a second index (up to 0007)',
+    upTo: 7,
     autosaveBumps: false,
     tracksChanges: true,
   },

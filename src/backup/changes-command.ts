@@ -121,7 +121,7 @@ export async function runChanges(o: ChangesOptions, log: (line: string) => void,
     const why = `${r.status} ${r.code}${r.message ? `: ${r.message}` : ''}`;
     if (r.status === 410) {
       throw new BackupError(
-        `the token in ${o.state} expired (${why}). The changes since it can no longer be listed: remove ${o.state} to start again with every document as an upsert, and rebuild what you keep from that run (removals in between are not reported)`,
+        `the server can no longer answer the token in ${o.state} (${why}). The changes since it cannot be listed: remove ${o.state} to start again with every document as an upsert, and rebuild what you keep from that run (removals in between are not reported)`,
         4,
       );
     }

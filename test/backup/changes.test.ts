@@ -140,7 +140,7 @@ t.test('an expired token exits 4, writes nothing and keeps the state; other opti
   await sql`SELECT kbx_expire_change_tokens()`;
   const expired = await changes();
   t.equal(expired.code, 4, expired.stderr);
-  t.match(expired.stderr, /expired \(410 CHANGE_TOKEN_EXPIRED.*remove .*kb\.state to start again/);
+  t.match(expired.stderr, /can no longer answer the token in .*kb\.state \(410 CHANGE_TOKEN_EXPIRED.*remove .*kb\.state to start again/);
   t.equal(expired.stdout.length, 0, 'no records');
   t.ok(readFileSync(state).equals(before), 'the state file is unchanged');
   rmSync(state);

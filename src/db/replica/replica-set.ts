@@ -13,6 +13,7 @@ import type { Config } from '../../config.js';
 import { connect, type Sql } from '../connect.js';
 import { withTimeout } from '../dependency.js';
 import { LsnHistory, parseLsn } from './lsn-history.js';
+import { TIMELINE_SQL } from './timeline.js';
 
 export type ReplicaState = 'usable' | 'lagging' | 'down';
 
@@ -83,6 +84,8 @@ export class ReplicaSet {
   readonly #opts: ReplicaSetOptions;
   readonly #timeoutMs: number;
   #primaryPending: Promise<unknown> | null = null;
+  /** The primary's timeline as of the last round that reached it. */
+  #timeline: number | null = null;
   #timer: NodeJS.Timeout | null = null;
   #running = false;
   #next = 0;
@@ -176,8 +179,11 @@ export class ReplicaSet {
 
   async #round(): Promise<void> {
     try {
-      const [row] = await this.#ask('primary', this.#primary, (sql) => sql<{ lsn: string }[]>`SELECT pg_current_wal_flush_lsn()::text AS lsn`);
+      const [row] = await this.#ask('primary', this.#primary, (sql) =>
+        sql.unsafe<{ lsn: string; timeline: number }[]>(`SELECT pg_current_wal_flush_lsn()::text AS lsn, ${TIMELINE_SQL} AS timeline`),
+      );
       this.#history.record(parseLsn(row!.lsn), performance.now());
+      this.#timeline = row!.timeline;
     } catch {
       // Lag is then measured against the primary's last known position; /readyz reports the primary.
     }
@@ -195,10 +201,13 @@ export class ReplicaSet {
     const set = (state: ReplicaState, lagMs: number | null, reason: string) => {
       s.status = { index: s.status.index, state, lagMs: lagMs === null ? null : Math.round(lagMs), reason };
     };
-    let row: { recovery: boolean; replayed: string | null };
+    let row: { recovery: boolean; replayed: string | null; timeline: number };
     try {
-      const rows = await this.#ask(s, s.checkSql, (sql) => sql<{ recovery: boolean; replayed: string | null }[]>`
-        SELECT pg_is_in_recovery() AS recovery, pg_last_wal_replay_lsn()::text AS replayed`);
+      const rows = await this.#ask(s, s.checkSql, (sql) =>
+        sql.unsafe<{ recovery: boolean; replayed: string | null; timeline: number }[]>(
+          `SELECT pg_is_in_recovery() AS recovery, pg_last_wal_replay_lsn()::text AS replayed, ${TIMELINE_SQL} AS timeline`,
+        ),
+      );
       row = rows[0]!;
     } catch (err) {
       s.error = err;
@@ -212,7 +221,9 @@ export class ReplicaSet {
     }
     const replayed = parseLsn(row.replayed);
     const lag = this.#history.lag(replayed, performance.now());
-    if (lag === null) set('lagging', null, "the primary's WAL position is unknown");
+    // Its change tokens would name its timeline, which the primary no longer answers (D12.8).
+    if (this.#timeline !== null && row.timeline !== this.#timeline) set('lagging', null, `on timeline ${row.timeline}, the primary on ${this.#timeline}`);
+    else if (lag === null) set('lagging', null, "the primary's WAL position is unknown");
     else if (!lag.known) set('lagging', lag.ms, 'behind by more than its history reaches');
     else if (lag.ms > this.#opts.maxLagMs) set('lagging', lag.ms, `lag over ${this.#opts.maxLagMs} ms`);
     else set('usable', lag.ms, '');

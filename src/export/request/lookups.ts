@@ -6,6 +6,7 @@
 import { parseBearer, verifyApiKey } from '../../auth/api-key.js';
 import type { Sql } from '../../db/connect.js';
 import { asDatabaseOutage, withTimeout } from '../../db/dependency.js';
+import { inTransaction } from '../../db/transaction.js';
 import type { OutageLog } from '../../db/outage-log.js';
 import { ApiError, DependencyError, type Dependency } from '../../errors.js';
 import { readChangeState, type ChangeState } from '../snapshot/changes-query.js';
@@ -39,9 +40,10 @@ export class Lookups {
     return book;
   }
 
-  /** The change state of book `bookId` now, read on `on` (decisions.md D12.1), for a HEAD's change token. */
+  /** The change state of book `bookId` now, read on `on` in one snapshot (decisions.md D12.1), for a HEAD's change token. */
   async changeState(bookId: string, on: Sql = this.sql): Promise<ChangeState> {
-    return this.#run(() => readChangeState((text, params) => on.unsafe(text, params), bookId), 'change state', this.#where(on));
+    const read = () => inTransaction(on, (tx) => readChangeState((text, params) => tx.unsafe(text, params), bookId), { mode: 'ISOLATION LEVEL REPEATABLE READ READ ONLY' });
+    return this.#run(read, 'change state', this.#where(on));
   }
 
   /** A standby's outage is the replica's, never the database's (D10.6, D11.7). */

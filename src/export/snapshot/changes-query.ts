@@ -2,6 +2,7 @@
  * A delta's SQL (decisions.md D12.2, D12.3): `$1` the book id, `$2` and `$3` what the change token's
  * snapshot saw (change-token.ts `ChangeSince`): a pg_snapshot, and xids it saw beyond it.
  */
+import { TIMELINE_SQL } from '../../db/replica/timeline.js';
 import { documentQuery, documentSizeQuery, type DocumentQueryOptions } from './query.js';
 
 /**
@@ -82,42 +83,34 @@ export const XIP_LISTED_MAX = 256;
 /** Visible writers of the book listed at most; one more is read to tell "too many". */
 export const VISIBLE_MAX = 1024;
 
-/** The timeline of the WAL the server writes (a primary) or receives and replays (a standby). */
-const TIMELINE = `CASE WHEN pg_is_in_recovery()
-    THEN greatest((SELECT received_tli FROM pg_stat_wal_receiver), (SELECT min_recovery_end_timeline FROM pg_control_recovery()),
-                  (SELECT timeline_id FROM pg_control_checkpoint()))
-    ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END`;
+const CHANGE_STATE_QUERY = `
+  SELECT b.change_epoch::text AS change_epoch, pg_current_snapshot()::text AS snapshot,
+         pg_is_in_recovery() AS in_recovery, extract(epoch FROM now())::float8 AS now_s,
+         t.token_floor::text AS token_floor,
+         (SELECT system_identifier::text FROM pg_control_system()) || '/' ||
+           (SELECT oid::text FROM pg_database WHERE datname = current_database()) AS database_id,
+         ${TIMELINE_SQL} AS timeline
+  FROM books b CROSS JOIN change_tracking t
+  WHERE b.id = $1`;
 
-/** Distinct values of `col` in [lo, hi), one index probe each (a loose index scan), at most VISIBLE_MAX + 1. */
+/** Distinct values of `col` within snapshot `$2`'s [xmin, xmax), one index probe each (a loose index scan). */
 function distinctIn(table: string, col: string, where: string): string {
-  const probe = (from: string) =>
-    `(SELECT ${col} FROM ${table} WHERE ${where} AND ${col} ${from} AND ${col} < pg_snapshot_xmax(s.snap) ORDER BY ${col} LIMIT 1)`;
+  const probe = (from: string) => `(SELECT ${col} FROM ${table} WHERE ${where} AND ${col} ${from} AND ${col} < pg_snapshot_xmax($2::pg_snapshot) ORDER BY ${col} LIMIT 1)`;
   return `(WITH RECURSIVE c(x) AS (
-      ${probe('>= pg_snapshot_xmin(s.snap)')}
+      ${probe('>= pg_snapshot_xmin($2::pg_snapshot)')}
       UNION ALL
       SELECT ${probe('> c.x')} FROM c WHERE c.x IS NOT NULL)
     SELECT x FROM c WHERE x IS NOT NULL LIMIT ${VISIBLE_MAX + 1})`;
 }
 
-const VISIBLE = `(SELECT coalesce(string_agg(v.x::text, ',' ORDER BY v.x), '') FROM (
+/** ChangeState.visible of book `$1` in snapshot `$2`, the snapshot of the transaction it runs in. */
+const VISIBLE_QUERY = `
+  SELECT coalesce(string_agg(v.x::text, ',' ORDER BY v.x), '') AS visible FROM (
     SELECT x FROM (
       ${distinctIn('documents', 'changed_xid', 'book_id = $1 AND status = 1')} UNION
       ${distinctIn('documents', 'changed_xid_no_html', 'book_id = $1 AND status = 1')} UNION
       ${distinctIn('document_removals', 'removed_xid', 'book_id = $1')}) u
-    ORDER BY x LIMIT ${VISIBLE_MAX + 1}) v)`;
-
-const CHANGE_STATE_QUERY = `
-  WITH s AS MATERIALIZED (SELECT pg_current_snapshot() AS snap)
-  SELECT b.change_epoch::text AS change_epoch, s.snap::text AS snapshot,
-         pg_is_in_recovery() AS in_recovery, extract(epoch FROM now())::float8 AS now_s,
-         t.token_floor::text AS token_floor,
-         (SELECT system_identifier::text FROM pg_control_system()) || '/' ||
-           (SELECT oid::text FROM pg_database WHERE datname = current_database()) AS database_id,
-         ${TIMELINE} AS timeline,
-         CASE WHEN pg_is_in_recovery() OR (SELECT count(*) FROM pg_snapshot_xip(s.snap)) > ${XIP_LISTED_MAX}
-           THEN ${VISIBLE} END AS visible
-  FROM books b CROSS JOIN change_tracking t CROSS JOIN s
-  WHERE b.id = $1`;
+    ORDER BY x LIMIT ${VISIBLE_MAX + 1}) v`;
 
 interface ChangeStateRow {
   change_epoch: string;
@@ -127,16 +120,25 @@ interface ChangeStateRow {
   token_floor: string;
   database_id: string;
   timeline: number;
-  visible: string | null;
 }
 
-/** Run it in the export's snapshot. Throws when the book is not there or the schema is behind 0007. */
+/**
+ * Run it in one REPEATABLE READ transaction, the export's snapshot: two statements when it must list
+ * the visible writers (on a standby, or behind a long running list), else one, which reads no
+ * document. Throws when the book is not there or the schema is behind 0007.
+ */
 export async function readChangeState(
-  run: (text: string, params: string[]) => Promise<ChangeStateRow[]>,
+  run: (text: string, params: string[]) => Promise<readonly unknown[]>,
   bookId: string,
 ): Promise<ChangeState> {
-  const [row] = await run(CHANGE_STATE_QUERY, [bookId]);
+  const [row] = (await run(CHANGE_STATE_QUERY, [bookId])) as readonly ChangeStateRow[];
   if (!row) throw new Error(`no change state for book ${JSON.stringify(bookId)}: is the schema migrated to 0007?`);
+  const running = row.snapshot.split(':')[2]!;
+  let visible: bigint[] | null = null;
+  if (row.in_recovery || (running !== '' && running.split(',').length > XIP_LISTED_MAX)) {
+    const [v] = (await run(VISIBLE_QUERY, [bookId, row.snapshot])) as readonly { visible: string }[];
+    visible = v!.visible === '' ? [] : v!.visible.split(',').map(BigInt);
+  }
   return {
     bookId,
     changeEpoch: row.change_epoch,
@@ -146,6 +148,6 @@ export async function readChangeState(
     tokenFloor: row.token_floor,
     databaseId: row.database_id,
     timeline: row.timeline,
-    visible: row.visible === null ? null : row.visible === '' ? [] : row.visible.split(',').map(BigInt),
+    visible,
   };
 }
