@@ -19,8 +19,8 @@ export class LogTail {
   }
 }
 
-function run(bin: string, args: string[], user: Owner | null, log: LogTail): ChildProcess {
-  const child = spawn(bin, args, { ...(user ?? {}), env: ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+function run(bin: string, args: string[], user: Owner | null, log: LogTail, env: Record<string, string> = {}): ChildProcess {
+  const child = spawn(bin, args, { ...(user ?? {}), env: { ...env, ...ENV }, stdio: ['ignore', 'pipe', 'pipe'] });
   // Read both pipes for the server's whole life: a full pipe would block its logging.
   child.stdout!.on('data', (c) => log.push(c));
   child.stderr!.on('data', (c) => log.push(c));
@@ -52,17 +52,22 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
-/** Resolves once it accepts connections; throws if it exits first. SIGINT'd if we exit without stop(). */
+/**
+ * Resolves once it accepts connections; throws if it exits first. SIGINT'd if we exit without stop().
+ * `env` is added to the server's environment (the tests' standbys get a LOCPATH there, to find a
+ * locale they compiled); its log stays in C.
+ */
 export async function startPostgres(
   nativeDir: string,
   dataDir: string,
   port: number,
   user: Owner | null,
   log: LogTail,
+  env: Record<string, string> = {},
 ): Promise<RunningServer> {
   const args = ['-D', dataDir, '-p', String(port)];
   args.push('-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'lc_messages=C');
-  const child = run(path.join(nativeDir, 'bin', 'postgres'), args, user, log);
+  const child = run(path.join(nativeDir, 'bin', 'postgres'), args, user, log, env);
   const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
   await new Promise<void>((resolve, reject) => {
     child.on('error', reject);

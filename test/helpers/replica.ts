@@ -4,7 +4,8 @@
  * removed at teardown. Those binaries have no pg_basebackup: the standby is a copy of the primary's
  * data folder as initdb left it (cleanly shut down) with standby.signal and primary_conninfo, so
  * both share one system identifier and the standby streams everything from the first checkpoint.
- * wal_keep_size keeps enough WAL for a standby stopped during a test to catch up.
+ * wal_keep_size keeps enough WAL for a standby stopped during a test to catch up. A pair asked for
+ * `messagesLocale` also accepts lc_messages in a locale other than C (ReplicaPair.messagesLocale).
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs/promises';
@@ -46,6 +47,7 @@ export class PgNode {
     readonly url: string,
     private readonly nativeDir: string,
     private readonly user: Owner | null,
+    private readonly env: Record<string, string> = {},
   ) {}
 
   get running(): boolean {
@@ -55,7 +57,7 @@ export class PgNode {
   async start(): Promise<void> {
     if (this.#server) return;
     try {
-      this.#server = await startPostgres(this.nativeDir, this.dataDir, this.port, this.user, this.log);
+      this.#server = await startPostgres(this.nativeDir, this.dataDir, this.port, this.user, this.log, this.env);
     } catch (err) {
       throw new Error(`${this.name} did not start: ${(err as Error).message}\n${this.log.tail(20)}`);
     }
@@ -94,6 +96,11 @@ export interface ReplicaPair {
   standby: PgNode;
   /** The superuser's password on both (user `postgres`). */
   password: string;
+  /**
+   * With `messagesLocale`: a locale other than C that both servers take for lc_messages (German,
+   * compiled for them; else one the system has; else C.UTF-8). 'C' without it.
+   */
+  messagesLocale: string;
   /** Holds back replay on the standby: it keeps receiving WAL but applies none. */
   pauseReplay(): Promise<void>;
   resumeReplay(): Promise<void>;
@@ -109,15 +116,17 @@ function conf(settings: Record<string, string | number | boolean>): string {
     .join('');
 }
 
-/**
- * Starts a primary and a hot standby streaming from it; both stopped and their folder removed at
- * `t`'s teardown. `settings` go into both servers' configuration, `standbySettings` into the
- * standby's, before they start.
- */
-export async function startReplicaPair(
-  t: Teardown,
-  opts: { settings?: Record<string, string | number | boolean>; standbySettings?: Record<string, string | number | boolean> } = {},
-): Promise<ReplicaPair> {
+interface PairOptions {
+  /** Settings both servers' configuration gets before they start. */
+  settings?: Record<string, string | number | boolean>;
+  /** Settings the standby's configuration gets before it starts. */
+  standbySettings?: Record<string, string | number | boolean>;
+  /** Have a locale other than C for lc_messages (ReplicaPair.messagesLocale). */
+  messagesLocale?: boolean;
+}
+
+/** Starts a primary and a hot standby streaming from it; both stopped and their folder removed at `t`'s teardown. */
+export async function startReplicaPair(t: Teardown, opts: PairOptions = {}): Promise<ReplicaPair> {
   const serverUser = postgresUser();
   const owner: Owner = serverUser ?? { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
   const nativeDir = await runnableNativeDir(installedNativeBuild(), serverUser);
@@ -129,7 +138,7 @@ export async function startReplicaPair(
   };
   t.teardown(cleanUp);
   try {
-    return await makePair(root, nativeDir, serverUser, owner, nodes, { ...COMMON_SETTINGS, ...opts.settings }, opts.standbySettings ?? {});
+    return await makePair(root, nativeDir, serverUser, owner, nodes, opts);
   } catch (err) {
     // A failed start-up may end the test file before its teardown runs.
     await cleanUp();
@@ -143,11 +152,11 @@ async function makePair(
   serverUser: Owner | null,
   owner: Owner,
   nodes: PgNode[],
-  settings: Record<string, string | number | boolean>,
-  standbySettings: Record<string, string | number | boolean>,
+  opts: PairOptions,
 ): Promise<ReplicaPair> {
   // The server user must reach the data folders inside.
   if (serverUser) await fs.chown(root, serverUser.uid, serverUser.gid);
+  const locale = opts.messagesLocale ? await localeForMessages(path.join(root, 'locales')) : { name: 'C', env: {} };
 
   const password = newPassword();
   const primaryDir = path.join(root, 'primary');
@@ -155,7 +164,7 @@ async function makePair(
   await ensurePrivateDir(primaryDir, owner);
   const initLog = new LogTail();
   await withPasswordFile(password, owner, (file) => initdb(nativeDir, primaryDir, file, serverUser, initLog));
-  await fs.appendFile(path.join(primaryDir, 'postgresql.conf'), conf(settings));
+  await fs.appendFile(path.join(primaryDir, 'postgresql.conf'), conf({ ...COMMON_SETTINGS, ...opts.settings }));
 
   // initdb leaves the folder cleanly shut down: a copy of it is a valid base backup.
   const cp = spawnSync('cp', ['-a', primaryDir, standbyDir], { ...(serverUser ?? {}), encoding: 'utf8' });
@@ -163,11 +172,11 @@ async function makePair(
   const [primaryPort, standbyPort] = [await freePort(), await freePort()];
   const primaryInfo = `host=127.0.0.1 port=${primaryPort} user=postgres password=${password} application_name=standby0`;
   await writeOwned(path.join(standbyDir, 'standby.signal'), '', owner);
-  await fs.appendFile(path.join(standbyDir, 'postgresql.conf'), conf({ primary_conninfo: primaryInfo, ...standbySettings }));
+  await fs.appendFile(path.join(standbyDir, 'postgresql.conf'), conf({ primary_conninfo: primaryInfo, ...opts.standbySettings }));
 
   const url = (port: number) => `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
-  const primary = new PgNode('primary', primaryDir, primaryPort, url(primaryPort), nativeDir, serverUser);
-  const standby = new PgNode('standby', standbyDir, standbyPort, url(standbyPort), nativeDir, serverUser);
+  const primary = new PgNode('primary', primaryDir, primaryPort, url(primaryPort), nativeDir, serverUser, locale.env);
+  const standby = new PgNode('standby', standbyDir, standbyPort, url(standbyPort), nativeDir, serverUser, locale.env);
   nodes.push(primary);
   await primary.start();
   nodes.push(standby);
@@ -177,6 +186,7 @@ async function makePair(
     primary,
     standby,
     password,
+    messagesLocale: locale.name,
     pauseReplay: () => standby.query((sql) => sql`SELECT pg_wal_replay_pause()`).then(() => {}),
     resumeReplay: () => standby.query((sql) => sql`SELECT pg_wal_replay_resume()`).then(() => {}),
     async waitForReplay(timeoutMs = 10_000) {
@@ -196,6 +206,24 @@ async function makePair(
   };
   await waitForStreaming(primary);
   return pair;
+}
+
+/**
+ * A locale other than C for lc_messages, and the servers' environment to find it. German is
+ * compiled with localedef into `dir` (no root, nothing installed: the servers find it through
+ * LOCPATH); where localedef or its sources are missing, a locale `locale -a` lists, else C.UTF-8.
+ */
+async function localeForMessages(dir: string): Promise<{ name: string; env: Record<string, string> }> {
+  const name = 'de_DE.UTF-8';
+  await fs.mkdir(dir, { recursive: true, mode: 0o755 });
+  // Exit status 1: compiled, with warnings.
+  const made = spawnSync('localedef', ['-i', 'de_DE', '-f', 'UTF-8', path.join(dir, name)], { encoding: 'utf8' });
+  if ((made.status === 0 || made.status === 1) && (await fs.stat(path.join(dir, name, 'LC_MESSAGES')).catch(() => null))) {
+    return { name, env: { LOCPATH: dir } };
+  }
+  const listed = spawnSync('locale', ['-a'], { encoding: 'utf8' }).stdout ?? '';
+  const other = listed.split('\n').find((l) => l !== '' && !/^(C|POSIX)([._].*)?$/i.test(l));
+  return { name: other ?? 'C.UTF-8', env: {} };
 }
 
 async function writeOwned(file: string, text: string, owner: Owner): Promise<void> {
