@@ -10,13 +10,17 @@ export function isConnectionLost(err: unknown): boolean {
 }
 
 /**
- * A hot standby's recovery conflict (replica/recovery-conflict.ts): SQLSTATE 40001 or 40P01 and
- * "… due to conflict with recovery".
+ * A hot standby's recovery conflict (replica/recovery-conflict.ts): SQLSTATE 40001 or 40P01 raised
+ * on a connection to a hot standby (`onStandby`), whatever its message says. Told by the code and
+ * the server, never by the text, which follows the session's lc_messages. A standby runs only
+ * read-only snapshots, which cannot fail serialisation, and kb-export takes no locks there that
+ * could deadlock: both codes then mean that replay cancelled the query. On the primary they never
+ * do (decisions.md D11.5).
  */
-export function isRecoveryConflict(err: unknown): boolean {
-  const e = err as { code?: unknown; message?: unknown } | null;
-  if (e === null || typeof e !== 'object') return false;
-  return (e.code === '40001' || e.code === '40P01') && typeof e.message === 'string' && e.message.includes('conflict with recovery');
+export function isRecoveryConflict(err: unknown, onStandby: boolean): boolean {
+  if (!onStandby) return false;
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === '40001' || code === '40P01';
 }
 
 // Refused for now (55P03, 57014, 53300); serialisation and deadlock failures cannot happen read-only.
@@ -26,12 +30,13 @@ function isDatabaseBusy(err: unknown): boolean {
 }
 
 /**
- * `err` as an outage (503 before the first byte, D8.5), or undefined when it is not one. A hot
- * standby's recovery conflict (D11.5) is one of the replica's: the client retries, maybe elsewhere.
+ * `err` as an outage (503 before the first byte, D8.5), or undefined when it is not one; `onStandby`
+ * says whether the failing query ran on a hot standby. A standby's recovery conflict (D11.5) is one
+ * of the replica's: the client retries, maybe elsewhere.
  */
-export function asDatabaseOutage(err: unknown): DependencyError | undefined {
+export function asDatabaseOutage(err: unknown, onStandby: boolean): DependencyError | undefined {
   if (err instanceof DependencyError) return err;
-  if (isRecoveryConflict(err)) return new DependencyError('replica', `replica cancelled the export: ${(err as Error).message}`, { cause: err });
+  if (isRecoveryConflict(err, onStandby)) return new DependencyError('replica', `replica cancelled the export: ${(err as Error).message}`, { cause: err });
   if (isConnectionLost(err) || isDatabaseBusy(err)) {
     return new DependencyError('database', `database unavailable: ${(err as Error).message}`, { cause: err });
   }

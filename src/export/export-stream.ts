@@ -46,6 +46,8 @@ export interface ExportSettings {
   rewriteTimeoutMs: number;
   plans: PlanUse | null;
   changeTokens: ChangeTokens;
+  /** `sql` is a hot standby's pool: its SQLSTATE 40001 and 40P01 are recovery conflicts (D11.5). */
+  onStandby: boolean;
 }
 
 export interface ExportResult {
@@ -211,7 +213,7 @@ export async function streamExport(
       res.destroy();
       throw err;
     }
-    throw asDatabaseOutage(err) ?? err;
+    throw asDatabaseOutage(err, settings.onStandby) ?? err;
   } finally {
     writer.close();
   }

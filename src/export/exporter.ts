@@ -38,6 +38,8 @@ import { RewritePool } from './rewrite/workers/rewrite-pool.js';
 export interface ReadSource {
   /** `primary` or `replica N` (its index in DATABASE_REPLICA_URL, never a host: D10.6). */
   name: string;
+  /** A hot standby: its SQLSTATE 40001 and 40P01 are recovery conflicts (D11.5). */
+  standby: boolean;
   /** Its pool for the book and change state lookups. */
   lookupSql: Sql;
   /** Its pool for the export's snapshot. */
@@ -87,7 +89,7 @@ const BATCH_BYTES = 2 * 1024 * 1024;
 export function exportSettings(
   config: Config,
   includeContentHtml: boolean,
-  parts: { rewritePool: RewritePool | null; plans: PlanUse | null; captureUpTo: number; changeTokens: ChangeTokens },
+  parts: { rewritePool: RewritePool | null; plans: PlanUse | null; captureUpTo: number; changeTokens: ChangeTokens; onStandby: boolean },
 ): ExportSettings {
   return {
     mediaProxyPrefix: config.mediaProxyPrefix,
@@ -103,6 +105,7 @@ export function exportSettings(
     rewriteTimeoutMs: config.rewriteTimeoutMs,
     plans: parts.plans,
     changeTokens: parts.changeTokens,
+    onStandby: parts.onStandby,
   };
 }
 
@@ -136,7 +139,7 @@ export class Exporter {
     this.#config = config;
     this.#lookupSql = pools.sql;
     this.#replicas = pools.replicas ?? null;
-    this.#primary = { name: 'primary', lookupSql: pools.sql, exportSql: pools.exportSql };
+    this.#primary = { name: 'primary', standby: false, lookupSql: pools.sql, exportSql: pools.exportSql };
     this.#ended = ended;
     const local = new ExportAdmission({
       concurrency: config.exportConcurrency,
@@ -165,7 +168,7 @@ export class Exporter {
   ): Promise<{ source: ReadSource; book: BookLookup }> {
     const picked = this.#replicas?.pick();
     if (!picked) return { source: this.#primary, book: await bookOn(this.#primary.lookupSql) };
-    const source = { name: picked.name, lookupSql: picked.sql, exportSql: picked.sql };
+    const source = { name: picked.name, standby: true, lookupSql: picked.sql, exportSql: picked.sql };
     let book: BookLookup;
     try {
       book = await bookOn(source.lookupSql);
@@ -308,13 +311,14 @@ export class Exporter {
         plans: this.#plans,
         captureUpTo: target.changedSince === null ? this.#cache.maxEntryBytes : 0,
         changeTokens,
+        onStandby: target.source.standby,
       });
       let source = target.source;
       let result;
       for (;;) {
         watch = watchCause(source, this.#config.dbTimeoutMs);
         try {
-          result = await streamExport(source.exportSql, { ...target }, res, settings, headers, admitted.lost);
+          result = await streamExport(source.exportSql, { ...target }, res, { ...settings, onStandby: source.standby }, headers, admitted.lost);
           break;
         } catch (err) {
           // Nothing was sent yet: the primary answers instead (D11.4, D12.7).
@@ -364,7 +368,7 @@ async function asDependency<T>(work: Promise<T>): Promise<T> {
   try {
     return await work;
   } catch (err) {
-    throw asDatabaseOutage(err) ?? err;
+    throw asDatabaseOutage(err, false) ?? err;
   }
 }
 

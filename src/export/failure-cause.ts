@@ -15,15 +15,16 @@ export interface CauseWatch {
 }
 
 /**
- * Starts watching an export read from `source`: on a standby, its recovery conflict count now, so
- * a lost connection later is told a conflict when the count grew meanwhile (recovery-conflict.ts).
+ * Starts watching an export read from `source` (`standby`: a hot standby, else the primary): on a
+ * standby, its recovery conflict count now, so a lost connection later is told a conflict when the
+ * count grew meanwhile (recovery-conflict.ts).
  */
-export function watchCause(source: { name: string; lookupSql: Sql }, timeoutMs: number): CauseWatch {
-  const before = source.name === 'primary' ? null : conflictsSoFar(source.lookupSql, timeoutMs);
+export function watchCause(source: { standby: boolean; lookupSql: Sql }, timeoutMs: number): CauseWatch {
+  const before = source.standby ? conflictsSoFar(source.lookupSql, timeoutMs) : null;
   return {
     async causeOf(err) {
       const cause = (err as { cause?: unknown } | null)?.cause;
-      if (isRecoveryConflict(err) || isRecoveryConflict(cause)) return 'recovery_conflict';
+      if (isRecoveryConflict(err, source.standby) || isRecoveryConflict(cause, source.standby)) return 'recovery_conflict';
       if (err instanceof LeaseLostError) return 'lease_lost';
       if (before !== null && (isConnectionLost(err) || isConnectionLost(cause))) {
         const [was, now] = [await before, await conflictsSoFar(source.lookupSql, timeoutMs)];

@@ -2,7 +2,8 @@
  * A recovery conflict on a real hot standby (decisions.md D11.5): with max_standby_streaming_delay=0
  * and no hot_standby_feedback, rows updated and vacuumed on the primary while a slow export reads
  * them on the standby make the standby cancel the export. The body is aborted, never whole; the
- * export log and metrics give the cause; the next export is whole.
+ * export log and metrics give the cause; the next export is whole. The service's sessions run with
+ * lc_messages in another locale: the cause is told by SQLSTATE, not by the message's words.
  */
 import t from 'tap';
 import { connect, type Sql } from '../../src/db/connect.js';
@@ -14,7 +15,7 @@ import { call } from '../helpers/http.js';
 import { startReplicaPair } from '../helpers/replica.js';
 
 const MB = 1024 * 1024;
-const pair = await startReplicaPair(t, { standbySettings: { max_standby_streaming_delay: 0, hot_standby_feedback: 'off' } });
+const pair = await startReplicaPair(t, { standbySettings: { max_standby_streaming_delay: 0, hot_standby_feedback: 'off' }, messagesLocale: true });
 const primary: Sql = connect(pair.primary.url, { max: 2, applicationName: 'kbx-test' });
 t.teardown(() => primary.end({ timeout: 1 }));
 const standby: Sql = connect(pair.standby.url, { max: 1, applicationName: 'kbx-test' });
@@ -23,6 +24,8 @@ t.teardown(() => standby.end({ timeout: 1 }));
 const snapshotConflicts = async () =>
   (await standby<{ n: number }[]>`SELECT confl_snapshot::int AS n FROM pg_stat_database_conflicts WHERE datname = current_database()`)[0]!.n;
 await migrate(primary);
+// Every session opened from now on, the service's on the standby included (the setting replicates).
+await primary.unsafe(`ALTER DATABASE postgres SET lc_messages = '${pair.messagesLocale}'`);
 await seed(primary, simpleSeed([]));
 await primary.unsafe(`
   INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_str)
@@ -40,6 +43,8 @@ t.test('the standby cancels a slow export to replay a vacuum: aborted, logged an
   });
   const url = `${server.url}/api/v1/open/books/kb/docs`;
   const auth = { authorization: 'Bearer kbx_u1' };
+  const [locale] = await pair.standby.query((sql) => sql<{ lc_messages: string }[]>`SHOW lc_messages`);
+  t.equal(locale!.lc_messages, pair.messagesLocale, `sessions on the standby speak ${pair.messagesLocale}`);
   const reader = slowReader(url, auth, 256 * 1024);
   t.teardown(() => reader.abort());
   const deadline = Date.now() + 10_000;

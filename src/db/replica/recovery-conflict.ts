@@ -2,11 +2,11 @@
  * A hot standby's recovery conflict (decisions.md D11.5): the standby cancelled a query, or ended
  * its session, because replaying the primary's changes could not wait longer
  * (max_standby_streaming_delay). PostgreSQL reports it as SQLSTATE 40001 (a snapshot, lock or
- * tablespace conflict) or 40P01 (a buffer pin deadlock), "… due to conflict with recovery".
+ * tablespace conflict) or 40P01 (a buffer pin deadlock), in words that follow lc_messages.
  * A session idle in its transaction (an export waiting for its client) is terminated instead, and
  * postgres.js drops an error that arrives while no query runs: the client sees a lost connection,
  * so the standby's conflict count tells (conflictsSoFar). The error itself is told by
- * dependency.ts's isRecoveryConflict.
+ * dependency.ts's isRecoveryConflict, from its SQLSTATE and the server it came from.
  */
 import type { Sql } from '../connect.js';
 import { withTimeout } from '../dependency.js';

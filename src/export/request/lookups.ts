@@ -58,7 +58,7 @@ export class Lookups {
       if (where === 'database') this.outages.ok('database');
       return result;
     } catch (err) {
-      const outage = asDatabaseOutage(err);
+      const outage = asDatabaseOutage(err, where === 'replica');
       if (outage && where === 'replica' && outage.dependency !== 'replica') {
         throw new DependencyError('replica', outage.message, { cause: err });
       }

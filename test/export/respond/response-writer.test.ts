@@ -179,7 +179,7 @@ t.test('streamExport: a client gone during the lookups ends the export before it
   } as unknown as Sql;
   const config = loadConfig({ EXPORT_BATCH_SIZE: '10', STALL_TIMEOUT_MS: '60000', MIN_DRAIN_BYTES_PER_S: String(16 * KB) });
   const changeTokens = new ChangeTokens({ secret: Buffer.alloc(32, 1), retentionDays: 30, mediaProxyPrefix: '/media/', outputFormat: '1' });
-  const settings = exportSettings(config, true, { rewritePool: null, plans: null, captureUpTo: 0, changeTokens });
+  const settings = exportSettings(config, true, { rewritePool: null, plans: null, captureUpTo: 0, changeTokens, onStandby: false });
   const request = { userId: 'u1', bookSlug: 'kb', excludeCategories: false, includeContentHtml: true, format: 'json', encoding: 'identity', changedSince: null } as const;
   const result = await streamExport(sql, request, x.res, settings, () => {});
   t.equal(result.outcome, 'client-gone');
