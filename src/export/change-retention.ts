@@ -1,4 +1,8 @@
-/** Pruning of the removals deltas need (D12.4) by sql/0006's kbx_prune_changes, safe from many instances. */
+/**
+ * Pruning of the removals deltas need (D12.4) by kbx_prune_changes (sql/0006, sql/0008), safe from
+ * many instances. The floor moves at most once an hour and rows go once a day, however often it is
+ * called: its cleanup would otherwise cancel exports on hot standbys (D11.5).
+ */
 import type { Sql } from '../db/connect.js';
 import { inTransaction } from '../db/transaction.js';
 

@@ -1,8 +1,9 @@
 /**
  * Pruning of removals (decisions.md D12.4, src/export/change-retention.ts): removals older than
  * CHANGE_RETENTION_DAYS go, a token that may need them is then 410, newer ones stay; idempotent,
- * one instance at a time. Time passes by back-dating horizon samples, as if they had been taken
- * that long ago.
+ * one instance at a time; the floor moves at most once an hour and rows are deleted once a day, a
+ * call with nothing to do writes nothing (sql/0008). Time passes by back-dating horizon samples,
+ * as if they had been taken that long ago.
  */
 import t from 'tap';
 import type { Sql } from '../../src/db/connect.js';
@@ -43,7 +44,7 @@ t.test('removals older than the retention are deleted, a token that needs them i
   t.same(await removed(sql), ['d1', 'd2']);
   // As if, 31 days ago, a snapshot had been sampled just after d1's removal committed.
   await sample(sql, '30 days 61 minutes', x1 + 1n);
-  await sample(sql, '30 days 30 minutes', x2 + 1n);
+  await sample(sql, '29 days', x2 + 1n);
   t.equal(await pruneChanges(sql, 30), 1, 'the removal before the horizon older than 30 days and an hour');
   t.same(await removed(sql), ['d2'], 'the newer removal is kept');
   t.equal(await floor(sql), x1 + 1n);
@@ -64,7 +65,42 @@ t.test('removals older than the retention are deleted, a token that needs them i
   t.same(await removed(sql), []);
   t.equal(await floor(sql), x2 + 1n);
   const [{ n }] = (await sql`SELECT count(*)::int AS n FROM change_horizons WHERE taken_at < now() - interval '1 day'`) as unknown as [{ n: number }];
-  t.equal(n, 1, 'horizons older than the one in use are deleted');
+  t.equal(n, 1, 'horizons more than a day older than the one in use are deleted');
+});
+
+t.test('the floor moves by an hour or more, rows go once a day, and a call with nothing to do writes nothing', async (t) => {
+  const { sql } = await createTestDatabase(t);
+  await seed(sql, simpleSeed([doc('d1', 'a1'), doc('d2', 'a2'), doc('d3', 'a3'), doc('d4', 'a4')]));
+  const x = [await remove(sql, 'd1'), await remove(sql, 'd2'), await remove(sql, 'd3'), await remove(sql, 'd4')];
+  // Samples on one day, 32 days ago and more, and one on the next: all older than the retention.
+  const day = (sql: Sql, offset: string, xmin: bigint) =>
+    sql`INSERT INTO change_horizons (taken_at, snapshot_xmin)
+        VALUES (date_trunc('day', now() - interval '32 days') + ${offset}::interval, ${xmin.toString()}::xid8)`;
+  const written = async () => (await sql<{ x: string }[]>`SELECT xmin::text AS x FROM change_tracking`)[0]!.x;
+
+  await day(sql, '1 hour', x[0]! + 1n);
+  t.equal(await pruneChanges(sql, 30), 1, 'the first time, the floor moves and the removal below it goes');
+  t.equal(await floor(sql), x[0]! + 1n);
+  const row = await written();
+  const samples = async () => (await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM change_horizons`)[0]!.n;
+  const before = await samples();
+
+  await day(sql, '1 hour 30 minutes', x[1]! + 1n);
+  t.equal(await pruneChanges(sql, 30), 0, 'half an hour later');
+  t.equal(await floor(sql), x[0]! + 1n, 'the floor waits for an hour of samples');
+  t.equal(await written(), row, 'and change_tracking is not written');
+  t.equal(await samples(), before + 1, 'no sample deleted, none taken within 5 minutes of the last');
+
+  await day(sql, '2 hours 30 minutes', x[2]! + 1n);
+  t.equal(await pruneChanges(sql, 30), 0, 'an hour and a half later, the same day');
+  t.equal(await floor(sql), x[2]! + 1n, 'the floor moves');
+  t.same(await removed(sql), ['d2', 'd3', 'd4'], 'the removals below it wait for the next day');
+
+  await day(sql, '1 day 10 minutes', x[3]! + 1n);
+  t.equal(await pruneChanges(sql, 30), 3, 'the next day');
+  t.equal(await floor(sql), x[3]! + 1n);
+  t.same(await removed(sql), [], 'they go with the floor');
+  t.equal(await pruneChanges(sql, 30), 0, 'again: nothing to do');
 });
 
 t.test('a horizon is sampled at most every 5 minutes', async (t) => {
