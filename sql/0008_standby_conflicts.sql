@@ -21,6 +21,16 @@
 --    there, so its delta is right), and removals below the floor wait up to a day to be deleted
 --    (nothing reads them: a token below the floor is refused). The floor still only moves up, and
 --    a call with nothing to do writes nothing but a sample every 5 minutes.
+--
+-- 2. rewrite_plans: a cold export writes its documents' plans behind itself, and once 1,000 of
+--    them (and a fifth of the table) were inserted, autovacuum marked their pages all-visible and
+--    autoanalyze rewrote the table's pg_statistic rows while the export still read, both with a
+--    horizon newer than its snapshot: a cold export from a standby was cancelled by its own plans.
+--    Neither is of use here. Plans are read by their primary key, one row at a time, and always
+--    from the heap (the plan is not in the index), so no plan choice depends on the table's
+--    statistics and no index-only scan on its visibility map. Vacuum still runs for dead rows
+--    (plans replaced when documents change), and for the freeze that transaction id wraparound
+--    requires.
 
 ALTER TABLE change_tracking ADD COLUMN floor_taken_at timestamptz;
 
@@ -66,3 +76,5 @@ BEGIN
   GET DIAGNOSTICS deleted = ROW_COUNT;
   RETURN deleted;
 END $$;
+
+ALTER TABLE rewrite_plans SET (autovacuum_vacuum_insert_threshold = -1, autovacuum_analyze_threshold = 2147483647);
