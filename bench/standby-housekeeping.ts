@@ -1,6 +1,6 @@
 /**
  * Which of kb-export's own writes on the primary leave WAL records that can cancel a long export
- * on a hot standby (decisions.md D11.5, sql/0007_standby_conflicts.sql), counted in the primary's
+ * on a hot standby (decisions.md D11.5, sql/0008_standby_conflicts.sql), counted in the primary's
  * WAL with pg_walinspect (shipped with the embedded binaries, so its record formats are the
  * server's). A cleanup record (a heap page pruned or vacuumed, a page marked all-visible, a b-tree
  * page's entries deleted) carries a snapshotConflictHorizon, the newest transaction whose rows it
@@ -20,7 +20,7 @@
  *    snapshot's xmin, read on the standby; `--delay` (-1) is the standby's
  *    max_standby_streaming_delay, in ms.
  *
- * `--schema=0006` applies the migrations up to 0006 only (kb-export before sql/0007); `--part=1` or
+ * `--schema=0007` applies the migrations up to 0007 only (kb-export before sql/0008); `--part=1` or
  * `--part=2` runs one part. `npm run build && node dist/bench/standby-housekeeping.js [options]`.
  */
 import { rm } from 'node:fs/promises';

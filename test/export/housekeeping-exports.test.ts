@@ -1,6 +1,6 @@
 /**
  * The service's own writes on the primary cancel no export on a hot standby and never hold its
- * replay back (decisions.md D11.5, sql/0007_standby_conflicts.sql): a cold export read from the
+ * replay back (decisions.md D11.5, sql/0008_standby_conflicts.sql): a cold export read from the
  * standby at about 300 KB/s for about 40 s, while the service's housekeeping runs on the primary
  * beside it (keys verified for other requests, the pruning of removals every 100 ms in its steady
  * state, rewrite plans written behind this export and others, more than autovacuum's 1,000), arrives
