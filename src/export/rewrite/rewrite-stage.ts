@@ -2,7 +2,7 @@
 import { PlanFormatError } from '../../errors.js';
 import type { BatchRewrites, ContentHtmlJson } from '../encode/document-encoder.js';
 import { DOC, documentIdOf, rowBytes, type DocumentRow } from '../encode/rows.js';
-import { planContentHtml, planContentHtmlSliced } from './plans/html-plan.js';
+import { planContentHtmlSliced } from './plans/html-plan.js';
 import { readStoredPlan, type PlanWriter } from './plans/plan-store.js';
 import { planSplice, splicedLength } from './plans/plan-splice.js';
 import { jsonPrefixBytes, planKey, PLAN_KEY_BYTES, storedPlanMatches } from './plans/rewrite-plan.js';
@@ -11,7 +11,7 @@ import { rewriteMediaUrl } from './rewriter/media-url.js';
 import type { RewritePool } from './workers/rewrite-pool.js';
 import type { Pause } from '../../event-loop.js';
 
-/** A document at least this large (contentHtml's JSON bytes) is planned alone: on a worker, or in slices. */
+/** A document at least this large (contentHtml's JSON bytes) goes to a worker alone; on the event loop every one is planned in slices. */
 export const LARGE_DOCUMENT_BYTES = 1024 * 1024;
 
 /** Stored plans in use: the writer new plans go to (none: used, not written) and counts for metrics. */
@@ -123,9 +123,10 @@ export async function rewriteRows(rows: readonly DocumentRow[], opts: RewriteSta
     const out = await pool.plan(small.map((p) => p.text), prefix);
     for (const [k, p] of small.entries()) await planned(p, out[k]!);
   } else {
+    // In slices too: 1 MB of `<img src=a>` planned in one step held the event loop for 300 ms and more (D8.8).
     for (const p of small) {
-      await planned(p, planContentHtml(p.text, prefix));
-      await opts.pause();
+      const plan = planContentHtmlSliced(p.text, prefix, opts.pause);
+      await planned(p, plan instanceof Promise ? await plan : plan);
     }
   }
   await Promise.all(large);
