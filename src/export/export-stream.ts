@@ -14,6 +14,7 @@ import type { ChangeTokens } from './change-token.js';
 import { rowBytes, type DocumentRow } from './encode/rows.js';
 import { bodySink, type ContentEncoding } from './respond/compression.js';
 import { ResponseWriter } from './respond/response-writer.js';
+import { SLOWEST_PLANNING_BYTES_PER_S } from './rewrite/plans/html-plan.js';
 import { rewriteRows, type PlanUse } from './rewrite/rewrite-stage.js';
 import type { RewritePool } from './rewrite/workers/rewrite-pool.js';
 import { DocumentCursor } from './snapshot/document-cursor.js';
@@ -64,8 +65,6 @@ export interface ExportResult {
 /** Rows of the first FETCH: few, so the status line goes out fast whatever the knowledge base's size. */
 const FIRST_BATCH_ROWS = 16;
 const IDLE_MARGIN_MS = 5000;
-/** The slowest the rewriter plans on the event loop, bytes per second: far below its measured speed. */
-const SLOWEST_PLANNING_BYTES_PER_S = 1024 * 1024;
 
 /** decisions.md D8.5, D8.7; without a drain floor the idle timeout is the snapshot-age limit. */
 function exportTimeouts(s: ExportSettings): SnapshotTimeouts {

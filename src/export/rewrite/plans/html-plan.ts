@@ -9,6 +9,13 @@ import type { Pause } from '../../../event-loop.js';
  */
 const PIECE_BYTES = 64 * 1024;
 
+/**
+ * The slowest the rewriter plans, bytes of JSON text per second: far below its measured speed (about
+ * 3 MB/s for nothing but `<img src=a>`). What a batch's planning is allowed, on a worker and in the
+ * snapshot's idle timeout (decisions.md D8.7).
+ */
+export const SLOWEST_PLANNING_BYTES_PER_S = 1024 * 1024;
+
 /** Byte offsets in a JSON string text of UTF-16 offsets in its decoded string, asked for in order. */
 class JsonOffsets {
   #byte = 1; // after the opening quote

@@ -9,7 +9,10 @@ export interface RewritePoolLog {
 export interface RewritePoolOptions {
   /** Replaces rewrite-worker.ts (tests use failing ones); it must send RewriteReady once loaded. */
   workerUrl?: URL;
-  /** Longest a worker may spend on one batch once it heads the worker's queue, ms (default 30 000). */
+  /**
+   * Longest a worker may spend on one batch once it heads the worker's queue, ms (default 30 000), plus
+   * the batch's bytes at SLOWEST_PLANNING_BYTES_PER_S.
+   */
   jobTimeoutMs?: number;
   /** Batches that may wait while every worker is being replaced; more are rejected (default 64). */
   maxQueued?: number;
@@ -20,6 +23,8 @@ export interface Job {
   readonly id: number;
   readonly texts: readonly Buffer[];
   readonly prefix: string;
+  /** How long a worker may spend on it once it heads the worker's queue, ms. */
+  readonly timeoutMs: number;
   readonly resolve: (out: Buffer[]) => void;
   readonly reject: (err: Error) => void;
   resends: number;

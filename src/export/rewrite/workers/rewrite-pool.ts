@@ -1,6 +1,7 @@
 /** Worker threads planning contentHtml rewrites off the event loop; a failure stays with its export (D8.6). */
 import { RewriteWorkerError } from '../../../errors.js';
 import { Worker } from 'node:worker_threads';
+import { SLOWEST_PLANNING_BYTES_PER_S } from '../plans/html-plan.js';
 import { packRequest, unpackReply, type RewriteReady, type RewriteReply } from './rewrite-batch.js';
 import { type Job, type Member, type RewritePoolLog, type RewritePoolOptions } from './rewrite-jobs.js';
 
@@ -50,11 +51,19 @@ export class RewritePool {
     return this.#restarts;
   }
 
-  /** Plans of flagged contentHtml JSON texts, in order (empty: unchanged). Rejects with RewriteWorkerError. */
+  /**
+   * Plans of flagged contentHtml JSON texts, in order (empty: unchanged). Rejects with RewriteWorkerError,
+   * also when the worker spends longer on the batch than `jobTimeoutMs` plus its bytes at the slowest
+   * planning speed (decisions.md D8.6).
+   */
   plan(texts: readonly Buffer[], prefix: string): Promise<Buffer[]> {
     if (this.#closed) return Promise.reject(new RewriteWorkerError('the rewrite pool is closed'));
+    let bytes = 0;
+    for (const text of texts) bytes += text.length;
+    // A fixed timeout failed every export of a document too large to plan within it (over 100 MB of dense URLs).
+    const timeoutMs = this.#jobTimeoutMs + Math.ceil((bytes * 1000) / SLOWEST_PLANNING_BYTES_PER_S);
     return new Promise<Buffer[]>((resolve, reject) => {
-      this.#dispatch({ id: this.#nextId++, texts, prefix, resolve, reject, resends: 0 });
+      this.#dispatch({ id: this.#nextId++, texts, prefix, timeoutMs, resolve, reject, resends: 0 });
     });
   }
 
@@ -116,8 +125,9 @@ export class RewritePool {
   #armHead(m: Member): void {
     if (m.timer !== null) clearTimeout(m.timer);
     m.timer = null;
-    if (m.jobs.length === 0) return;
-    m.timer = setTimeout(() => this.#giveUp(m, `rewrite worker took longer than ${this.#jobTimeoutMs} ms over one batch`), this.#jobTimeoutMs);
+    const head = m.jobs[0];
+    if (head === undefined) return;
+    m.timer = setTimeout(() => this.#giveUp(m, `rewrite worker took longer than ${head.timeoutMs} ms over one batch`), head.timeoutMs);
     m.timer.unref();
   }
 

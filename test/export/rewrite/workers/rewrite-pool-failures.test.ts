@@ -12,6 +12,7 @@ import t from 'tap';
 import { rewriteJsonText, rewrittenByPool } from '../../../helpers/plans.js';
 import { leanRewritePool, leanWorkerThreads } from '../../../helpers/lean-workers.js';
 import type { RewritePoolOptions } from '../../../../src/export/rewrite/workers/rewrite-jobs.js';
+import { SLOWEST_PLANNING_BYTES_PER_S } from '../../../../src/export/rewrite/plans/html-plan.js';
 
 const RewritePool = await leanRewritePool(t);
 
@@ -112,17 +113,32 @@ t.test('a hung batch times out from when its worker starts it; the others go to 
   const { pool, lines } = poisonPool(t, 1, { jobTimeoutMs });
   // Each slow batch works 1.2 s: the second has waited 2.4 s in all, but only 1.2 s at the head.
   const slow = [1, 2].map((i) => rewrittenByPool(pool, [json(`<p>SLOW-WORK ${i}</p><img src="s.png">`)], PREFIX));
-  const hung = rewrittenByPool(pool, [json('<p>POISON-HANG</p>')], PREFIX).catch((err: unknown) => err);
+  const hang = json('<p>POISON-HANG</p>');
+  const hung = rewrittenByPool(pool, [hang], PREFIX).catch((err: unknown) => err);
   const behind = [3, 4].map((i) => rewrittenByPool(pool, batch(i), PREFIX));
   t.equal((await slow[0]!).length, 1, 'the first slow batch is answered');
   t.equal((await slow[1]!).length, 1, 'so is the second, queued for longer than the timeout');
   const headSince = Date.now();
-  t.match(await hung, { name: 'RewriteWorkerError', message: `rewrite worker took longer than ${jobTimeoutMs} ms over one batch` });
+  // The floor, and a millisecond for the batch's few bytes.
+  const timeoutMs = jobTimeoutMs + Math.ceil((hang.length * 1000) / SLOWEST_PLANNING_BYTES_PER_S);
+  t.match(await hung, { name: 'RewriteWorkerError', message: `rewrite worker took longer than ${timeoutMs} ms over one batch` });
   const waited = Date.now() - headSince;
-  t.ok(waited >= jobTimeoutMs - 20 && waited < jobTimeoutMs + 5000, `rejected ${waited} ms after it reached the head`);
+  t.ok(waited >= timeoutMs - 20 && waited < timeoutMs + 5000, `rejected ${waited} ms after it reached the head`);
   t.same(await Promise.all(behind), [expected(batch(3)), expected(batch(4))], 'the batches behind it are rewritten');
   t.match(lines, [{ level: 'warn', obj: { reason: /took longer/, failed: 1, resent: 2 } }]);
   t.equal(pool.restarts, 1);
+});
+
+t.test('a batch may take longer than REWRITE_TIMEOUT_MS by its bytes at the slowest planning speed', async (t) => {
+  const jobTimeoutMs = 300;
+  const { pool, lines } = poisonPool(t, 1, { jobTimeoutMs });
+  // Each works 1.2 s: longer than the floor, and than it plus a small batch's allowance; 4 MiB
+  // more of text grant 4 s more.
+  const small = rewrittenByPool(pool, [json('<p>SLOW-WORK</p><img src="s.png">')], PREFIX).catch((err: unknown) => err);
+  const large = [json(`<p>SLOW-WORK</p><img src="s.png"><p>${'x'.repeat(4 * 1024 * 1024)}</p>`)];
+  t.match(await small, { name: 'RewriteWorkerError', message: /^rewrite worker took longer than 301 ms over one batch$/ }, 'a small batch gets the floor');
+  t.same(await rewrittenByPool(pool, large, PREFIX), expected(large), 'a batch of 4 MiB is given 4 s more, and planned');
+  t.match(lines, [{ level: 'warn', obj: { reason: /took longer/, failed: 1 } }]);
 });
 
 t.test('a worker that fails at load is retried with a growing backoff, logged, and batches fail fast', async (t) => {
