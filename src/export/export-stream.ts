@@ -161,6 +161,8 @@ export async function streamExport(
       };
 
       const first = (await cursor.next()) ?? [];
+      // Before its rewrite, as for every later batch: a large first document may be rewritten for long (D8.7).
+      allowIdle(first.reduce((n, row) => n + rowBytes(row), 0) + 2 * settings.batchBytes);
       const firstRewrites = await rewrite(first);
       writer.check();
       onHeaders(version, token);

@@ -1,12 +1,14 @@
 /**
  * Streaming behaviour of the export over a real socket (undici) against real PostgreSQL:
  * chunked delivery and incremental parsing, failures before and after the first byte (D6.2, D6.3),
- * client aborts and stalled readers releasing their connection (D6.4), the snapshot (D6.1) and the
- * export pool's concurrency cap. Memory is not asserted here (the benchmarks do that).
+ * client aborts and stalled readers releasing their connection (D6.4), the snapshot (D6.1), its idle
+ * allowance raised before the first batch is rewritten (D8.7) and the export pool's concurrency cap.
+ * Memory is not asserted here (the benchmarks do that).
  */
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Readable } from 'node:stream';
+import { BroadcastChannel } from 'node:worker_threads';
 import t from 'tap';
 import { request } from 'undici';
 import { parser } from 'stream-json';
@@ -16,7 +18,8 @@ import { generateDocuments } from '../../src/generate/generator.js';
 import type { Sql } from '../../src/db/connect.js';
 import { SeedWriter } from '../../src/load/seed-writer.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-import { seed, simpleSeed, startServer, type TestServer } from '../helpers/app.js';
+import { doc, seed, simpleSeed, startServer, type TestServer } from '../helpers/app.js';
+import { HELD_WORKER_CHANNEL } from './rewrite/workers/fixtures/held-worker.js';
 
 const BOOK = 'b-u1';
 const AUTH = { authorization: 'Bearer kbx_u1' };
@@ -67,6 +70,18 @@ async function waitInTransaction(db: TestDatabase, limitMs = 5000): Promise<void
   const start = Date.now();
   while ((await busyExportBackends(db)).length === 0) {
     if (Date.now() - start > limitMs) throw new Error('no export transaction seen');
+    await sleep(10);
+  }
+}
+
+/** The last statement of database `db`'s export backend once it starts with `prefix`, else the last one seen in `limitMs`. */
+async function lastStatement(db: TestDatabase, prefix: string, limitMs: number): Promise<string> {
+  const start = Date.now();
+  for (;;) {
+    const [backend] = await db.sql<{ query: string }[]>`
+      SELECT query FROM pg_stat_activity WHERE application_name = ${EXPORT_APP} AND datname = ${db.name} AND state = 'idle in transaction'`;
+    const last = backend?.query ?? '';
+    if (last.startsWith(prefix) || Date.now() - start > limitMs) return last;
     await sleep(10);
   }
 }
@@ -213,6 +228,26 @@ t.test('a rewrite worker that dies after the first byte: the body aborts, never 
   const next = await request(exportUrl(server, 'kb', '?includeContentHtml=false'), { headers: AUTH });
   t.equal(next.statusCode, 200, 'the server lives on; an export without HTML needs no worker');
   t.equal(idsOf(await next.body.text()).length, big.ids.length);
+});
+
+t.test("the snapshot's idle allowance is raised for the first batch before it is rewritten (D8.7)", async (t) => {
+  const db = await createTestDatabase(t);
+  await seed(db.sql, simpleSeed([doc('d1', 'a0', { contentHtml: '<img src="a.png">' }), doc('d2', 'a1', { contentHtml: '<p>x</p>' })]));
+  const env = { REWRITE_OFFLOAD_BYTES: '0', EXPORT_CACHE_BYTES: '0', REWRITE_PLANS: 'false', REWRITE_WORKERS: '1' };
+  const server = await startServer(t, env, db, { workerUrl: workerFixture('held-worker') });
+  const worker = new BroadcastChannel(HELD_WORKER_CHANNEL);
+  t.teardown(() => worker.close());
+  const held = once(worker, 'message');
+  const res = request(exportUrl(server), { headers: AUTH });
+  await held;
+  // The export's session waits while the worker holds the first batch: its last statement is the
+  // cursor's FETCH unless the allowance was raised.
+  const last = await lastStatement(db, 'SET LOCAL idle_in_transaction_session_timeout', 5000);
+  worker.postMessage('release');
+  t.match(last, /^SET LOCAL idle_in_transaction_session_timeout = \d+$/, `raised while the first batch was held: ${last}`);
+  const body = await (await res).body.text();
+  t.same(idsOf(body), ['d1', 'd2'], 'then the export completes');
+  t.match(body, /src=\\"\/media\/a.png\\"/, 'rewritten by the worker');
 });
 
 t.test('database connection killed mid-export aborts the response, never a parseable body (D6.3)', async (t) => {
