@@ -3,14 +3,21 @@
 /** Largest buffer a chunk is filled in, whatever chunkSize: a chunkSize above it takes several. */
 const MAX_CHUNK_BYTES = 256 * 1024;
 
-/** Small pieces are copied into the chunk being filled; a piece of a chunk's size or more goes on uncopied (D8.4). */
+/**
+ * Small pieces are copied into the buffer being filled; a piece of a buffer's size or more goes on
+ * uncopied (D8.4). `chunkSize` is in bytes: `full` says when that many wait to be taken.
+ */
 export class JsonChunker {
   #chunk: Buffer | null = null;
   #used = 0;
   #ready: Buffer[] = [];
   #readyBytes = 0;
+  /** Bytes of each buffer pieces are copied into. */
+  readonly #bufferBytes: number;
 
-  constructor(readonly chunkSize = 64 * 1024) {}
+  constructor(readonly chunkSize = 64 * 1024) {
+    this.#bufferBytes = Math.min(chunkSize, MAX_CHUNK_BYTES);
+  }
 
   push(text: Buffer | string): void {
     const b = typeof text === 'string' ? Buffer.from(text) : text;
@@ -21,7 +28,8 @@ export class JsonChunker {
   pushRange(b: Buffer, start: number, end: number): void {
     const n = end - start;
     if (n <= 0) return;
-    if (n >= this.chunkSize) {
+    // A buffer's size, not chunkSize: above MAX_CHUNK_BYTES, a piece between the two would not fit the buffer it is copied into.
+    if (n >= this.#bufferBytes) {
       this.#endChunk();
       const whole = n === b.length ? b : b.subarray(start, end);
       this.#ready.push(whole);
@@ -33,7 +41,7 @@ export class JsonChunker {
       // What is left of the chunk after the part handed out may still be too small.
       if (this.#chunk !== null && n > this.#chunk.length) this.#chunk = null;
     }
-    this.#chunk ??= Buffer.allocUnsafeSlow(Math.min(this.chunkSize, MAX_CHUNK_BYTES));
+    this.#chunk ??= Buffer.allocUnsafeSlow(this.#bufferBytes);
     b.copy(this.#chunk, this.#used, start, end);
     this.#used += n;
   }

@@ -133,6 +133,24 @@ t.test('JsonChunker: fixed behaviour of full and takeChunks (bytes)', async (t) 
   t.equal(chunks[1], big, 'a part of a chunk or more is passed on as the same Buffer');
 });
 
+t.test('JsonChunker: a chunk size above 256 KiB loses no bytes and fills buffers of at most 256 KiB', async (t) => {
+  const KiB = 1024;
+  const sizes = [300 * KiB, 10, 200 * KiB, 256 * KiB - 1, 256 * KiB, 256 * KiB + 1, 600 * KiB, 1, 70 * KiB, 250 * KiB, 5];
+  const pieces: Buffer[] = sizes.map((n, i) => Buffer.alloc(n, 0x61 + i));
+  for (const chunkSize of [256 * KiB + 1, 1024 * KiB, 4096 * KiB]) {
+    const c = new JsonChunker(chunkSize);
+    const taken: Buffer[] = [];
+    for (const piece of pieces) {
+      c.push(piece);
+      if (c.full) taken.push(...c.takeChunks());
+    }
+    taken.push(...c.takeChunks());
+    t.ok(Buffer.concat(taken).equals(Buffer.concat(pieces)), `chunk size ${chunkSize}: every byte, in order`);
+    const copied = taken.filter((b) => !pieces.includes(b));
+    t.ok(copied.every((b) => b.length <= 256 * KiB), `chunk size ${chunkSize}: what was copied sits in buffers of at most 256 KiB`);
+  }
+});
+
 /** Pushes: strings (lone surrogates included) or Buffers. */
 const pushArb = fc.oneof(
   fc.record({ push: anyString }),
