@@ -9,7 +9,7 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 # tsconfig.build.json compiles src/ only: the image holds what production runs, no benchmarks or tests.
 RUN npx tsc -p tsconfig.build.json \
- && chmod 755 dist/src/cli.js \
+ && chmod 755 dist/src/cli/kb-export.js \
  && npm prune --omit=dev --ignore-scripts
 
 FROM node:24-slim
@@ -27,5 +27,5 @@ EXPOSE 3000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/readyz', { signal: AbortSignal.timeout(2000) }).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # The executable directly, not through npm, so SIGTERM reaches the server and its graceful shutdown,
-# and its shebang's runtime settings (V8 flags, glibc malloc) apply: src/cli.ts says why.
-CMD ["dist/src/cli.js", "serve"]
+# and its shebang's runtime settings (V8 flags, glibc malloc) apply: src/cli/kb-export.ts says why.
+CMD ["dist/src/cli/kb-export.js", "serve"]

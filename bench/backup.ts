@@ -27,7 +27,7 @@ import { startServer } from './lib/server-process.js';
 import { machineInfo } from './machine.js';
 import { fmt, type ResultRow, type ScenarioResult } from './result.js';
 
-const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../src/cli.js');
+const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../src/cli/kb-export.js');
 
 interface Measured {
   ms: number;

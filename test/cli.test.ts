@@ -1,5 +1,5 @@
 /**
- * The built CLI (`node dist/src/cli.js`, built by `npm run build`) run as a child process against
+ * The built CLI (`node dist/src/cli/kb-export.js`, built by `npm run build`) run as a child process against
  * test databases: a fresh one wherever a test needs the schema missing or the tables in a known
  * state, one shared by the cases that only need the database left empty, and one holding the spec
  * example for keys and import-html, which touch tables the other does not count.

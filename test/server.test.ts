@@ -265,11 +265,11 @@ t.test('a plain serve on a migrated database', async (t) => {
     const runtime = cliRuntime(CLI);
     t.ok(runtime.nodeFlags.includes('--max-semi-space-size=2') && runtime.nodeFlags.includes('--heap-growing-percent=100'), 'the V8 flags');
     t.same(runtime.env, { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072' }, 'the glibc settings');
-    t.ok(statSync(CLI).mode & 0o100, 'the build leaves dist/src/cli.js executable');
+    t.ok(statSync(CLI).mode & 0o100, 'the build leaves dist/src/cli/kb-export.js executable');
     const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-    t.match(pkg.scripts.start, /&& dist\/src\/cli\.js serve/, 'npm start runs the executable');
+    t.match(pkg.scripts.start, /&& dist\/src\/cli\/kb-export\.js serve/, 'npm start runs the executable');
     const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
-    t.ok(dockerfile.split('\n').includes('CMD ["dist/src/cli.js", "serve"]'), 'the Docker image runs the executable');
+    t.ok(dockerfile.split('\n').includes('CMD ["dist/src/cli/kb-export.js", "serve"]'), 'the Docker image runs the executable');
 
     const argv = readFileSync(`/proc/${s.child.pid}/cmdline`, 'utf8').split('\0');
     for (const flag of runtime.nodeFlags) t.ok(argv.includes(flag), `the running server has ${flag}`);

@@ -1,5 +1,5 @@
 /**
- * A `kb-export` command run as the shipped executable (dist/src/cli.js, through its shebang), with
+ * A `kb-export` command run as the shipped executable (dist/src/cli/kb-export.js, through its shebang), with
  * its peak RSS read by this process from `/proc/<pid>/status` (VmHWM) at the last moment: a module
  * loaded into the command with NODE_OPTIONS holds it in its `exit` handler until the reading is
  * taken. Linux only.
@@ -46,9 +46,9 @@ export interface CliRun {
   seconds: number;
 }
 
-/** The built executable, dist/src/cli.js, beside this file's dist/bench/lib. */
+/** The built executable, dist/src/cli/kb-export.js, beside this file's dist/bench/lib. */
 export function cliPath(): string {
-  return path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../src/cli.js');
+  return path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../src/cli/kb-export.js');
 }
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The runtime settings of the `kb-export` executable, read from its shebang (src/cli.ts writes them
+ * The runtime settings of the `kb-export` executable, read from its shebang (src/cli/kb-export.ts writes them
  * there and nowhere else), so the benchmarks' server (bench/server.ts, started with `node`, not
  * through the shebang) and the tests that check a running server run with the same.
  */

@@ -32,7 +32,7 @@ export interface ServerOptions {
   databaseUrl: string;
   /** Writes a `.cpuprofile` into this folder on exit (`node --cpu-prof`). */
   cpuProfDir?: string;
-  /** Node.js flags beside the kb-export shebang's (src/cli.ts), for experiments. */
+  /** Node.js flags beside the kb-export shebang's (src/cli/kb-export.ts), for experiments. */
   nodeFlags?: string[];
   /** Extra environment, e.g. EXPORT_BATCH_SIZE. */
   env?: Record<string, string>;
@@ -48,7 +48,7 @@ export interface ServerOptions {
 // This file runs compiled, from dist/bench/lib, for benchmarks and tests alike.
 const DIST = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SERVER_JS = path.join(DIST, 'bench', 'server.js');
-const CLI_JS = path.join(DIST, 'src', 'cli.js');
+const CLI_JS = path.join(DIST, 'src', 'cli', 'kb-export.js');
 
 async function statusField(pid: number, field: string): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');

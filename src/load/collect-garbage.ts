@@ -4,7 +4,7 @@ import { setImmediate } from 'node:timers/promises';
 /** A page's contents (contentHtml and contentStr, UTF-16 units) from which it is large. */
 export const LARGE_PAGE = 1024 * 1024;
 
-/** V8's `gc()`, exposed by the `kb-export` executable's --expose-gc (src/cli.ts); absent elsewhere. */
+/** V8's `gc()`, exposed by the `kb-export` executable's --expose-gc (src/cli/kb-export.ts); absent elsewhere. */
 const fullCollection = (globalThis as { gc?: () => void }).gc;
 
 /** A full collection, after queued callbacks have run (parse5's SAX parser holds its input until its next tick). */

@@ -27,7 +27,7 @@ import { untracked } from '../../bench/lib/untracked.js';
 import { ROOT } from '../helpers/paths.js';
 
 const GENERATE_CLI = path.join(ROOT, 'dist/bench/generate.js');
-const KB_CLI = path.join(ROOT, 'dist/src/cli.js');
+const KB_CLI = path.join(ROOT, 'dist/src/cli/kb-export.js');
 
 /** The marker a generated book's description carries (generatorMarker, through generatedBook). */
 const generatorMarker = (opts: { documents: number; seed: number }) =>

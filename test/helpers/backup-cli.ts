@@ -1,5 +1,5 @@
 /**
- * `kb-export backup` (or another client command: `changes`) run as a child process of the built CLI (dist/src/cli.js), for the backup
+ * `kb-export backup` (or another client command: `changes`) run as a child process of the built CLI (dist/src/cli/kb-export.js), for the backup
  * tests: its exit code, standard output (bytes) and standard error, and how long it took.
  */
 import { execFile } from 'node:child_process';

@@ -9,8 +9,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 /** The repository's root (this file is dist/test/helpers/paths.js). */
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
-/** The built executable, dist/src/cli.js. */
-export const CLI = path.join(ROOT, 'dist/src/cli.js');
+/** The built executable, dist/src/cli/kb-export.js. */
+export const CLI = path.join(ROOT, 'dist/src/cli/kb-export.js');
 
 /**
  * `relative` resolved against the source of the module at `moduleUrl` (`import.meta.url`):

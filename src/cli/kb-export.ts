@@ -1,11 +1,11 @@
 #!/usr/bin/env -S MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072 node --max-semi-space-size=2 --heap-growing-percent=100 --expose-gc --optimize-for-size
 /** `kb-export`, the CLI entry point; its shebang is the one place for the runtime flags (bench/optimisations.md). */
 import v8 from 'node:v8';
-import { ConfigError } from './errors.js';
+import { ConfigError } from '../errors.js';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { loadConfig, type Config } from './config.js';
+import { loadConfig, type Config } from '../config.js';
 // Each command loads what it needs when it runs: the backup client never loads the server.
-const commands = () => import('./cli/commands.js');
+const commands = () => import('./commands.js');
 
 const print = (line: string) => process.stdout.write(line + '\n');
 
@@ -81,9 +81,9 @@ program
   .option('--demo', 'development: migrate, load a generated demo knowledge base into an empty embedded database, print a key and a curl command')
   .action(
     action(async (opts: { demo?: boolean; migrate?: boolean }) => {
-      const { serve } = await import('./server.js');
+      const { serve } = await import('../server.js');
       // The generator is loaded only for --demo: a plain serve never imports it.
-      const prepare = opts.demo ? (await import('./generate/demo.js')).demoPreparation : undefined;
+      const prepare = opts.demo ? (await import('../generate/demo.js')).demoPreparation : undefined;
       await serve(config(), { migrate: Boolean(opts.migrate || opts.demo), ...(prepare ? { prepare } : {}) });
     }),
   );
@@ -149,7 +149,7 @@ Example (cron):
     --out /backups/handbook.ndjson.gz --format ndjson --incremental --quiet`,
   )
   .action(async (opts: BackupCliOptions) => {
-    const { runBackup, BackupError } = await import('./backup/backup-command.js');
+    const { runBackup, BackupError } = await import('../backup/backup-command.js');
     try {
       const line = await runBackup(
         {
@@ -209,8 +209,8 @@ Example:
     --state demo.changes.json | my-indexer`,
   )
   .action(async (opts: { server: string; book: string; state: string; includeCategories?: boolean; html: boolean; retries: number; timeout: number; keyFile?: string; quiet?: boolean }) => {
-    const { runChanges } = await import('./backup/changes-command.js');
-    const { BackupError } = await import('./backup/backup-command.js');
+    const { runChanges } = await import('../backup/changes-command.js');
+    const { BackupError } = await import('../backup/backup-command.js');
     try {
       const line = await runChanges(
         {
@@ -241,7 +241,7 @@ program
   .addOption(new Option('--format <format>', 'json or ndjson (default: ndjson when the name ends .ndjson or .jsonl, before any .gz/.br/.zst)').choices(['json', 'ndjson']))
   .action(
     action(async (opts: { owner: string; file: string; format?: 'json' | 'ndjson' }) => {
-      const { restoreCommand } = await import('./backup/restore-command.js');
+      const { restoreCommand } = await import('../backup/restore-command.js');
       await restoreCommand(config(), opts, print);
     }),
   );
@@ -255,7 +255,7 @@ program
   .option('--owner <userId>', 'its owner, when several users have a knowledge base with that slug')
   .action(
     action(async (opts: { book: string; owner?: string }) =>
-      import('./cli/warm-command.js').then(({ warmCommand }) => warmCommand(config(), opts, print)),
+      import('./warm-command.js').then(({ warmCommand }) => warmCommand(config(), opts, print)),
     ),
   );
 
