@@ -1,7 +1,7 @@
 /**
  * Scenario 6, Encoder: documents/s of kb-export's incremental encoder (`encodeDocument` over the
  * rows as the cursor returns them, pushed into a JsonChunker with `,` between documents and taken
- * out in chunks of bytes, as export-stream.ts does) against `JSON.stringify` of the very objects
+ * out in chunks of bytes, as export-pipeline.ts does) against `JSON.stringify` of the very objects
  * the export emits for those rows, encoded to UTF-8 bytes as a socket write needs them; same
  * process, same run.
  *
@@ -11,7 +11,7 @@
  *
  * `node dist/bench/encoder.js [--quick]` runs it alone and prints the rows.
  */
-import { DOC, type DocumentRow } from '../src/export/encode/rows.js';
+import { DOC, type DocumentRow } from '../src/export/snapshot/rows.js';
 import { isDeepStrictEqual } from 'node:util';
 import { encodeDocument } from '../src/export/encode/document-encoder.js';
 import { jsonHtmlMayNeedRewrite, mayNeedRewrite, rewriteHtml } from '../src/export/rewrite/rewriter/html-rewriter.js';
@@ -193,7 +193,7 @@ async function prepare(documents: number): Promise<Data> {
  */
 type Pass = (idx: readonly number[]) => number;
 
-/** kb-export: encodeDocument over the cursor's rows into a JsonChunker, chunks taken when full (export-stream.ts). */
+/** kb-export: encodeDocument over the cursor's rows into a JsonChunker, chunks taken when full (export-pipeline.ts). */
 function oursPass(rows: readonly DocumentRow[]): Pass {
   return (idx) => {
     const out = new JsonChunker();
@@ -403,7 +403,7 @@ export async function run(opts: { quick: boolean }): Promise<ScenarioResult> {
     `6: the HTML stage (\`rewriteBatchHtml\`, on the event loop, no stored plans) then \`encodeDocument(row, '${BENCH_MEDIA_PREFIX}', chunker, html)\` over the rows as the cursor returns them: each column's JSON text ` +
       "as PostgreSQL's to_json writes it (cover_url as stored text), as Buffers built once before timing with rowFromValues " +
       '(JSON.stringify standing in for to_json; test/export/encode/document-encoder.test.ts checks it gives the bytes PostgreSQL returns). ' +
-      'Documents joined with `,` in a JsonChunker and taken out as Buffers of about 64 KiB, as export-stream.ts does. ' +
+      'Documents joined with `,` in a JsonChunker and taken out as Buffers of about 64 KiB, as export-pipeline.ts does. ' +
       'Baseline: JSON.stringify of the objects the export must emit for the same rows, built beforehand, turned into the same bytes ' +
       `two ways, the faster reported: Buffer.from per document into a JsonChunker (plain set ${perSec(plain.bytesBase)}, ` +
       `all ${perSec(every.bytesBase)}), or strings concatenated and encoded once per 64 Ki-character chunk ` +

@@ -13,7 +13,7 @@ import { ApiError, DependencyError, RETRY_AFTER_S } from './errors.js';
 import { Exporter } from './export/exporter.js';
 import { Lookups } from './export/request/lookups.js';
 import { frameworkErrors, installErrorHandling, notServed } from './http/error-handling.js';
-import { registerExportRoute } from './export/request/export-route.js';
+import { registerExportRoute } from './export/export-route.js';
 import { EXPORT_PATH } from './http/routes.js';
 import { Readiness, registerHealth, type ReadinessProbe } from './http/health.js';
 import { requestIdOf } from './http/request-id.js';
@@ -120,7 +120,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     app.addHook('onClose', () => replicas.close());
   }
   // An export ends only after the app is built, metrics included.
-  const exporter = new Exporter(config, { ...deps, replicas, redis: redis ?? null }, app.log, (outcome, bytes, ms, cause) =>
+  const exporter = new Exporter(config, { ...deps, replicas, redis: redis ?? null }, lookups, app.log, (outcome, bytes, ms, cause) =>
     metrics.exportEnded(outcome, bytes, ms, cause),
   );
   app.addHook('onClose', () => exporter.close());
@@ -181,7 +181,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       beforeLimit.delete(req);
       if (redis) outages.ok('redis');
     });
-    registerExportRoute(api, exporter, lookups);
+    registerExportRoute(api, exporter);
 
     // Any other method is answered 405 here, in this context, so the limit counts it (decisions.md D7.4).
     api.route({ method: methodsExcept(api, ['GET', 'HEAD']), url: EXPORT_PATH, handler: notServed });

@@ -34,7 +34,7 @@ const PRUNE_EVERY_MS = 10 * 60_000;
 /** Starts the server; resolves once it listens. Throws when the database or the port is unavailable. */
 export async function serve(config: Config, opts: ServeOptions): Promise<void> {
   const db = await openDatabase(config);
-  // decisions.md D8.5, D8.7: connecting and every lookup are bounded by DB_TIMEOUT_MS; exports set
+  // D8.5, D8.7: connecting and every lookup are bounded by DB_TIMEOUT_MS; exports set
   // their own session timeouts (src/export/snapshot/snapshot.ts).
   const connectTimeoutS = Math.max(1, Math.ceil(config.dbTimeoutMs / 1000));
   const sql = connect(db.url, {

@@ -1,5 +1,5 @@
-import type { ContentHtmlJson } from '../../src/export/encode/document-encoder.js';
-import { DOC, type DocumentRow } from '../../src/export/encode/rows.js';
+import type { ContentHtmlJson } from '../../src/export/rewrite/rewrites.js';
+import { DOC, type DocumentRow } from '../../src/export/snapshot/rows.js';
 import { planContentHtml } from '../../src/export/rewrite/plans/html-plan.js';
 import { planSplice } from '../../src/export/rewrite/plans/plan-splice.js';
 import { jsonPrefixBytes } from '../../src/export/rewrite/plans/rewrite-plan.js';

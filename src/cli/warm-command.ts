@@ -1,5 +1,5 @@
 /** `kb-export warm`: a book's rewrite plans made ahead of its first export, by the export's own rewrite stage. */
-import { type DocumentRow } from '../export/encode/rows.js';
+import { type DocumentRow } from '../export/snapshot/rows.js';
 import type { Config } from '../config.js';
 import type { Sql } from '../db/connect.js';
 import { rewriteRows, type PlanUse } from '../export/rewrite/rewrite-stage.js';

@@ -2,7 +2,10 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { Sql } from '../db/connect.js';
 import { ApiError, DependencyError } from '../errors.js';
-import { VISIBLE_MAX, type ChangeSince, type ChangeState } from './snapshot/changes-query.js';
+import { VISIBLE_MAX, type ChangeState } from './change-state.js';
+import { MAX_CHANGED_SINCE_CHARS } from '../http/routes.js';
+import type { ChangeSince } from './snapshot/changes-query.js';
+import type { ExportOptions } from './request/export-request.js';
 
 const VERSION = 2;
 const HASH_BYTES = 8;
@@ -14,8 +17,9 @@ const FIXED_BYTES = AT.epoch + EPOCH_BYTES;
 const LIST_MAX_BYTES = 2048;
 /** Varints after the fixed part: issue time, timeline, xmin, span, kind, count (10 bytes at most each). */
 const MAX_TOKEN_BYTES = FIXED_BYTES + 6 * 10 + LIST_MAX_BYTES + MAC_BYTES;
-/** No token is longer (base64url of MAX_TOKEN_BYTES): the `changedSince` limit of request/params.ts (D12.8). */
+/** No token is longer (base64url of MAX_TOKEN_BYTES), so every one fits the `changedSince` parameter (D12.8). */
 export const MAX_TOKEN_CHARS = Math.ceil((MAX_TOKEN_BYTES * 4) / 3);
+if (MAX_TOKEN_CHARS > MAX_CHANGED_SINCE_CHARS) throw new Error(`change tokens of ${MAX_TOKEN_CHARS} characters would not fit changedSince`);
 const MAC_LABEL = 'kb-export change token\0';
 
 type InvalidReason = 'malformed' | 'forged' | 'other-book' | 'recreated-book' | 'other-options' | 'other-prefix';
@@ -164,15 +168,9 @@ function readSeen(r: Reader): { issuedS: bigint; seen: Seen } {
 const hashOf = (label: string, value: string) =>
   createHash('sha256').update(`${label}\0${value}`).digest().subarray(0, HASH_BYTES);
 
-/** Options of an export that change its documents' bytes (export-api.md 4.1, decisions.md D4). */
-export interface ChangeOptions {
-  excludeCategories: boolean;
-  includeContentHtml: boolean;
-}
+const describe = (o: ExportOptions) => `excludeCategories=${o.excludeCategories}&includeContentHtml=${o.includeContentHtml}`;
 
-const describe = (o: ChangeOptions) => `excludeCategories=${o.excludeCategories}&includeContentHtml=${o.includeContentHtml}`;
-
-function header(state: ChangeState, opts: ChangeOptions, prefixHash: Buffer, formatHash: Buffer): Buffer {
+function header(state: ChangeState, opts: ExportOptions, prefixHash: Buffer, formatHash: Buffer): Buffer {
   const epoch = Buffer.from(state.changeEpoch.replace(/-/g, ''), 'hex');
   if (epoch.length !== EPOCH_BYTES) throw new Error(`not a change epoch: ${state.changeEpoch}`);
   return Buffer.concat([
@@ -211,7 +209,7 @@ export class ChangeTokens {
    * The `Export-Change-Token` of an export read in `state`: at most MAX_TOKEN_CHARS, exact (D12.3)
    * unless both the running and the visible list are too long to carry.
    */
-  issue(state: ChangeState, opts: ChangeOptions): string {
+  issue(state: ChangeState, opts: ExportOptions): string {
     const snap = parseSnapshot(state.snapshot);
     // A standby's pg_current_snapshot() lists no running xids (PostgreSQL keeps them elsewhere there).
     const lists: [Kind, bigint[]][] = [];
@@ -261,7 +259,29 @@ export class ChangeTokens {
    * ExpiredChangeTokenError (410), or StandbyBehindTokenError when `state` is a standby's that has
    * not replayed what the token saw (D12.7).
    */
-  accept(token: string, state: ChangeState, opts: ChangeOptions): ChangeSince {
+  accept(token: string, state: ChangeState, opts: ExportOptions): ChangeSince {
+    const body = this.verified(token);
+    this.checkBinding(body, state, opts);
+    let issuedS: bigint;
+    let seen: Seen;
+    try {
+      ({ issuedS, seen } = readSeen(new Reader(body.subarray(FIXED_BYTES))));
+    } catch {
+      // Only a bug of our own makes a genuine token unreadable: it is still not one to honour.
+      throw new InvalidChangeTokenError('malformed', 'changedSince is not a change token');
+    }
+    if (state.nowS - Number(issuedS) > this.config.retentionDays * 86_400) {
+      throw new ExpiredChangeTokenError('expired', `changedSince is older than CHANGE_RETENTION_DAYS (${this.config.retentionDays} days)`);
+    }
+    if (BigInt(state.tokenFloor) > seen.xmin) {
+      throw new ExpiredChangeTokenError('pruned', 'changedSince is older than the removals this service keeps');
+    }
+    checkHistory(seen, state);
+    return sinceOf(seen);
+  }
+
+  /** The body of a token this service issued in this version; else 400, or 410 for an earlier release's. */
+  private verified(token: string): Buffer {
     const body = this.open(token);
     if (body === null) {
       const raw = /^[A-Za-z0-9_-]*$/.test(token) ? Buffer.from(token, 'base64url') : Buffer.alloc(0);
@@ -273,6 +293,11 @@ export class ChangeTokens {
     if (body[0] !== VERSION) {
       throw new ExpiredChangeTokenError('other-format', 'changedSince was issued by an earlier release of kb-export: take a full export once');
     }
+    return body;
+  }
+
+  /** The book, its incarnation, the database, the options, the prefix and the output format the token names are this request's (D12.4). */
+  private checkBinding(body: Buffer, state: ChangeState, opts: ExportOptions): void {
     const want = header(state, opts, this.prefixHash, this.formatHash);
     const same = (start: number, bytes: number) => body.subarray(start, start + bytes).equals(want.subarray(start, start + bytes));
     if (!same(AT.book, HASH_BYTES)) throw new InvalidChangeTokenError('other-book', 'changedSince was issued for another knowledge base');
@@ -291,41 +316,30 @@ export class ChangeTokens {
     if (!same(AT.format, HASH_BYTES)) {
       throw new ExpiredChangeTokenError('other-format', 'changedSince was issued by a server release with another output format');
     }
+  }
+}
 
-    let issuedS: bigint;
-    let seen: Seen;
-    try {
-      ({ issuedS, seen } = readSeen(new Reader(body.subarray(FIXED_BYTES))));
-    } catch {
-      // Only a bug of our own makes a genuine token unreadable: it is still not one to honour.
-      throw new InvalidChangeTokenError('malformed', 'changedSince is not a change token');
-    }
-
-    const ageS = state.nowS - Number(issuedS);
-    if (ageS > this.config.retentionDays * 86_400) {
-      throw new ExpiredChangeTokenError('expired', `changedSince is older than CHANGE_RETENTION_DAYS (${this.config.retentionDays} days)`);
-    }
-    if (BigInt(state.tokenFloor) > seen.xmin) {
-      throw new ExpiredChangeTokenError('pruned', 'changedSince is older than the removals this service keeps');
-    }
-    const now = parseSnapshot(state.snapshot);
-    if (state.inRecovery) {
-      if (seen.timeline !== BigInt(state.timeline)) {
-        throw new StandbyBehindTokenError(`the standby replays timeline ${state.timeline}, changedSince was issued on ${seen.timeline}`);
-      }
-      if (now.xmin < seen.xmax) throw new StandbyBehindTokenError('the standby has not replayed every transaction changedSince saw');
-      return sinceOf(seen);
-    }
-    if (seen.timeline !== BigInt(state.timeline)) {
-      throw new ExpiredChangeTokenError(
-        'other-timeline',
-        `changedSince was issued on timeline ${seen.timeline}, before a failover to timeline ${state.timeline} that may have lost transactions it saw: take a full export`,
-      );
-    }
-    if (seen.xmax > now.xmax || now.xip.some((x) => saw(seen, x))) {
-      throw new ExpiredChangeTokenError('ahead', 'changedSince saw transactions this database does not have (restored or failed over since): take a full export');
-    }
-    return sinceOf(seen);
+/**
+ * Whether the server that read `state` has everything the token saw: a standby that has finished
+ * every transaction below the token's xmax on its timeline, else StandbyBehindTokenError (the primary
+ * answers, D12.7); a primary on the token's timeline whose snapshot follows the token's, else 410 (D12.8).
+ */
+function checkHistory(seen: Seen, state: ChangeState): void {
+  const now = parseSnapshot(state.snapshot);
+  const sameTimeline = seen.timeline === BigInt(state.timeline);
+  if (state.inRecovery) {
+    if (!sameTimeline) throw new StandbyBehindTokenError(`the standby replays timeline ${state.timeline}, changedSince was issued on ${seen.timeline}`);
+    if (now.xmin < seen.xmax) throw new StandbyBehindTokenError('the standby has not replayed every transaction changedSince saw');
+    return;
+  }
+  if (!sameTimeline) {
+    throw new ExpiredChangeTokenError(
+      'other-timeline',
+      `changedSince was issued on timeline ${seen.timeline}, before a failover to timeline ${state.timeline} that may have lost transactions it saw: take a full export`,
+    );
+  }
+  if (seen.xmax > now.xmax || now.xip.some((x) => saw(seen, x))) {
+    throw new ExpiredChangeTokenError('ahead', 'changedSince saw transactions this database does not have (restored or failed over since): take a full export');
   }
 }
 

@@ -1,39 +1,43 @@
 /**
- * Everything an export needs once its request is known to be good (key, parameters, book): one
- * object built from the configuration. It sends the body, from the export cache or from a
- * snapshot, under the same rules whatever the path (decisions.md D8.10): the response's turn on
- * its connection, the per-user cap, a database slot for a snapshot only (D8.9), the writer's
- * drain floor and deadlines, a log line at each end, and the outcome for metrics.
+ * Everything an export needs once the route has read its request: one object built from the
+ * configuration. It verifies the caller, decides where the request reads (fallbacks included), and
+ * sends the body, from the export cache or through the pipeline, under the same rules whatever the
+ * path (D8.10): the response's turn on its connection, the per-user cap, a database slot
+ * for a snapshot only (D8.9), the writer's drain floor and deadlines, a log line at each end, and the
+ * outcome for metrics.
  */
 import type { ServerResponse } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
+import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import type { Sql } from '../db/connect.js';
+import { asDatabaseOutage } from '../db/dependency.js';
+import type { FallbackReason, ReplicaSet } from '../db/replica/replica-set.js';
+import { inTransaction } from '../db/transaction.js';
 import { ApiError, ClientGoneError, DependencyError } from '../errors.js';
-import type { Redis } from 'ioredis';
 import { ExportAdmission } from './admission/admission.js';
 import { FleetAdmission, type Admitted } from './admission/fleet-admission.js';
 import { UserLeases } from './admission/user-leases.js';
-import { watchCause } from './failure-cause.js';
-import { exportEtag, OUTPUT_FORMAT_VERSION, type Representation } from './cache/etag.js';
-import { ExportCache, type Kept } from './cache/export-cache.js';
+import { exportEtag, OUTPUT_FORMAT_VERSION } from './cache/etag.js';
+import { ExportCache, type ExportCacheKey, type Kept } from './cache/export-cache.js';
+import { readChangeState } from './change-state.js';
 import { ChangeTokens, loadChangeTokenSecret, StandbyBehindTokenError } from './change-token.js';
+import { streamExport, type PipelineSettings } from './export-pipeline.js';
 import { ExportLog, type ExportEnded } from './export-log.js';
-import { streamExport, type ExportSettings } from './export-stream.js';
-import { sendKeptBody } from './send-kept.js';
-import type { ContentEncoding } from './respond/compression.js';
+import { watchCause, type CauseWatch } from './failure-cause.js';
+import type { BookLookup } from './request/book.js';
+import type { Caller, ExportRequest } from './request/export-request.js';
+import type { Lookups } from './request/lookups.js';
 import { responseTurn } from './respond/response-turn.js';
+import type { Sent } from './respond/sent.js';
 import { PlanWriter } from './rewrite/plans/plan-store.js';
-import type { ChangeState } from './snapshot/changes-query.js';
-import type { BookLookup } from './snapshot/query.js';
-import { asDatabaseOutage } from '../db/dependency.js';
-import type { FallbackReason, ReplicaSet } from '../db/replica/replica-set.js';
 import type { PlanUse } from './rewrite/rewrite-stage.js';
 import { RewritePool } from './rewrite/workers/rewrite-pool.js';
+import { sendKeptBody } from './send-kept.js';
 
 /**
- * Where one export reads (decisions.md D11.2, D11.3): the primary or one hot standby, chosen once
- * per request, so the book lookup behind its ETag and 304 and its snapshot read the same server.
+ * A server an export reads from (D11.2, D11.3): the primary or one hot standby, chosen
+ * once per request, so the book lookup behind its ETag and 304 and its snapshot read the same server.
  */
 export interface ReadSource {
   /** `primary` or `replica N` (its index in DATABASE_REPLICA_URL, never a host: D10.6). */
@@ -46,15 +50,10 @@ export interface ReadSource {
   exportSql: Sql;
 }
 
-/** One export to send: who asks, for which book at which export version (read on `source`), in which shape. */
-export interface ExportTarget extends Representation {
-  userId: string;
-  keyId: string;
-  bookSlug: string;
-  encoding: ContentEncoding;
-  /** The change tokens' floor the book lookup read (decisions.md D12.3): part of the export cache's key. */
-  tokenFloor: string;
+/** Where one request reads, and its book as read there (the version behind its ETag and a 304). */
+export interface Located {
   source: ReadSource;
+  book: BookLookup;
 }
 
 /** What the exporter reports for metrics (decisions.md D10.3). */
@@ -85,39 +84,39 @@ export interface ExportContext {
 const POOL_BATCH_BYTES = 1024 * 1024;
 const BATCH_BYTES = 2 * 1024 * 1024;
 
-/** The settings of an export from the configuration, for a request with or without contentHtml. */
-export function exportSettings(
-  config: Config,
-  includeContentHtml: boolean,
-  parts: { rewritePool: RewritePool | null; plans: PlanUse | null; captureUpTo: number; changeTokens: ChangeTokens; onStandby: boolean },
-): ExportSettings {
+/** The pipeline's settings from the configuration, for exports with or without contentHtml. */
+export function pipelineSettings(config: Config, includeContentHtml: boolean, rewritePool: RewritePool | null, plans: PlanUse | null): PipelineSettings {
   return {
     mediaProxyPrefix: config.mediaProxyPrefix,
     batchRows: config.exportBatchSize,
-    batchBytes: parts.rewritePool && includeContentHtml ? POOL_BATCH_BYTES : BATCH_BYTES,
+    batchBytes: rewritePool && includeContentHtml ? POOL_BATCH_BYTES : BATCH_BYTES,
     stallTimeoutMs: config.stallTimeoutMs,
     minDrainBytesPerS: config.minDrainBytesPerS,
     maxDurationMs: config.exportMaxDurationMs,
     dbTimeoutMs: config.dbTimeoutMs,
-    captureUpTo: parts.captureUpTo,
-    rewritePool: parts.rewritePool,
+    rewritePool,
     offloadBytes: config.rewriteOffloadBytes,
     rewriteTimeoutMs: config.rewriteTimeoutMs,
-    plans: parts.plans,
-    changeTokens: parts.changeTokens,
-    onStandby: parts.onStandby,
+    plans,
   };
+}
+
+/** How a started export went, for its last log line. */
+interface Outcome extends Sent {
+  count?: number | undefined;
+  cached?: boolean;
 }
 
 export class Exporter {
   readonly #config: Config;
-  /** Key and book lookups' pool: the change token secret is read there, never on an export slot's. */
-  readonly #lookupSql: Sql;
+  readonly #lookups: Lookups;
   readonly #admission: FleetAdmission;
   readonly #cache: ExportCache;
   readonly #pool: RewritePool | null;
   readonly #planWriter: PlanWriter | null;
   readonly #plans: PlanUse | null;
+  /** By includeContentHtml. */
+  readonly #settings: { withHtml: PipelineSettings; withoutHtml: PipelineSettings };
   readonly #ended: ExportEnded;
   readonly #replicas: ReplicaSet | null;
   readonly #primary: ReadSource;
@@ -126,18 +125,19 @@ export class Exporter {
   /**
    * Starts the rewrite workers and the plan writer the configuration asks for; `ended` hears how
    * every export ended (metrics). `exportSql` has EXPORT_CONCURRENCY connections; new rewrite
-   * plans are written on `planSql`; `sql` is the lookups' pool. With `replicas`, exports read from
-   * a usable standby, else from the primary (decisions.md D11.2, D11.4); with `redis`, the per-user
-   * cap is shared across the fleet through leases there (D11.1).
+   * plans are written on `planSql`; `lookups` reads keys and books (on `sql`, the primary's lookup
+   * pool, or a standby's). With `replicas`, exports read from a usable standby, else from the primary
+   * (D11.2, D11.4); with `redis`, the per-user cap is shared across the fleet (D11.1).
    */
   constructor(
     config: Config,
     pools: { sql: Sql; exportSql: Sql; planSql: Sql; replicas?: ReplicaSet | null; redis?: Redis | null },
+    lookups: Lookups,
     log: FastifyBaseLogger,
     ended: ExportEnded,
   ) {
     this.#config = config;
-    this.#lookupSql = pools.sql;
+    this.#lookups = lookups;
     this.#replicas = pools.replicas ?? null;
     this.#primary = { name: 'primary', standby: false, lookupSql: pools.sql, exportSql: pools.exportSql };
     this.#ended = ended;
@@ -153,21 +153,28 @@ export class Exporter {
     this.#pool = config.rewriteWorkers > 0 ? new RewritePool(config.rewriteWorkers, { jobTimeoutMs: config.rewriteTimeoutMs, log }) : null;
     this.#planWriter = config.rewritePlans ? new PlanWriter(pools.planSql, { log, timeoutMs: config.dbTimeoutMs }) : null;
     this.#plans = this.#planWriter ? { writer: this.#planWriter, counts: { reused: 0, computed: 0 } } : null;
+    this.#settings = {
+      withHtml: pipelineSettings(config, true, this.#pool, this.#plans),
+      withoutHtml: pipelineSettings(config, false, this.#pool, this.#plans),
+    };
+  }
+
+  /** The caller of an `Authorization` header, verified on the primary. Throws ApiError INVALID_API_KEY (D5.2). */
+  caller(authorization: string | string[] | undefined): Promise<Caller> {
+    return this.#lookups.caller(authorization);
   }
 
   /**
-   * Where one request reads, and its book read there: a usable standby in turn, else the primary
+   * Where `request` reads, and its book read there: a usable standby in turn, else the primary
    * (decisions.md D11.2, D11.4). A standby that fails the lookup, or has not finished every
    * transaction that `changedSince` saw (D12.7), sends the request to the primary: counted and
-   * logged. `bookOn` looks the book up on a pool (404, or a DependencyError of `where`).
+   * logged. Throws ApiError BOOK_NOT_FOUND, or a DependencyError (503).
    */
-  async locate(
-    changedSince: string | null,
-    bookOn: (sql: Sql) => Promise<BookLookup>,
-    log: FastifyBaseLogger,
-  ): Promise<{ source: ReadSource; book: BookLookup }> {
+  async locate(request: ExportRequest, log: FastifyBaseLogger): Promise<Located> {
+    const bookOn = (sql: Sql) => this.#lookups.book(request.caller.userId, request.bookSlug, sql);
+    const onPrimary = async (): Promise<Located> => ({ source: this.#primary, book: await bookOn(this.#primary.lookupSql) });
     const picked = this.#replicas?.pick();
-    if (!picked) return { source: this.#primary, book: await bookOn(this.#primary.lookupSql) };
+    if (!picked) return onPrimary();
     const source = { name: picked.name, standby: true, lookupSql: picked.sql, exportSql: picked.sql };
     let book: BookLookup;
     try {
@@ -175,19 +182,45 @@ export class Exporter {
     } catch (err) {
       if (!isReplicaOutage(err)) throw err;
       this.#fellBack('standby_failed', source, log, err);
-      return { source: this.#primary, book: await bookOn(this.#primary.lookupSql) };
+      return onPrimary();
     }
-    if (changedSince !== null && !(await asDependency(this.changeTokens())).answerableAbove(changedSince, book.snapshot_xmin)) {
+    if (request.changedSince !== null && !(await asDependency(this.changeTokens())).answerableAbove(request.changedSince, book.snapshot_xmin)) {
       this.#fellBack('behind_token', source, log);
-      return { source: this.#primary, book: await bookOn(this.#primary.lookupSql) };
+      return onPrimary();
     }
     return { source, book };
   }
 
-  #fellBack(reason: FallbackReason, from: ReadSource, log: FastifyBaseLogger, err?: unknown): void {
-    this.#replicas?.fellBack(reason);
-    const why = reason === 'behind_token' ? 'it has not replayed every transaction changedSince saw' : 'it failed before the first byte';
-    log.info({ replica: from.name, reason, ...(err === undefined ? {} : { err }) }, `export reads the primary: ${from.name} ${why}`);
+  /** The ETag of what `request` asks for at export version `version` (D9.1). */
+  etag(request: ExportRequest, bookId: string, version: string): string {
+    return exportEtag(request, bookId, version, this.#config.mediaProxyPrefix);
+  }
+
+  /**
+   * The ETag and change token a `HEAD` of `request` announces, for the book's change state read now;
+   * checks its `changedSince` as a `GET` would (400, 410), on the primary when the standby cannot
+   * answer it (D12.7).
+   */
+  async head(request: ExportRequest, located: Located, log: FastifyBaseLogger): Promise<{ etag: string; token: string }> {
+    const tokens = await asDependency(this.changeTokens());
+    const stateOn = (sql: Sql) =>
+      this.#lookups.read(sql, 'change state', (on) =>
+        inTransaction(on, (tx) => readChangeState((text, params) => tx.unsafe(text, params), located.book.id), { mode: 'ISOLATION LEVEL REPEATABLE READ READ ONLY' }),
+      );
+    let state = await stateOn(located.source.lookupSql);
+    let version = located.book.export_version;
+    if (request.changedSince !== null) {
+      try {
+        tokens.accept(request.changedSince, state, request.options);
+      } catch (err) {
+        if (!(err instanceof StandbyBehindTokenError)) throw err;
+        this.#fellBack('behind_token', located.source, log);
+        version = (await this.#lookups.book(request.caller.userId, request.bookSlug, this.#primary.lookupSql)).export_version;
+        state = await stateOn(this.#primary.lookupSql);
+        tokens.accept(request.changedSince, state, request.options);
+      }
+    }
+    return { etag: this.etag(request, located.book.id, version), token: tokens.issue(state, request.options) };
   }
 
   /**
@@ -195,7 +228,7 @@ export class Exporter {
    * again after a failure.
    */
   changeTokens(): Promise<ChangeTokens> {
-    this.#changeTokens ??= loadChangeTokenSecret(this.#lookupSql).then(
+    this.#changeTokens ??= loadChangeTokenSecret(this.#primary.lookupSql).then(
       (secret) =>
         new ChangeTokens({
           secret,
@@ -206,40 +239,6 @@ export class Exporter {
     );
     this.#changeTokens.catch(() => (this.#changeTokens = null));
     return this.#changeTokens;
-  }
-
-  /**
-   * The ETag and change token a `HEAD` of `target` announces, for the book's change state read now
-   * by `stateOn`; checks its `changedSince` as a `GET` would (400, 410), on the primary when the
-   * standby cannot answer it (D12.7).
-   */
-  async head(
-    target: ExportTarget,
-    stateOn: (sql: Sql) => Promise<ChangeState>,
-    bookOn: (sql: Sql) => Promise<BookLookup>,
-    log: FastifyBaseLogger,
-  ): Promise<{ etag: string; token: string }> {
-    const tokens = await asDependency(this.changeTokens());
-    const options = { excludeCategories: target.excludeCategories, includeContentHtml: target.includeContentHtml };
-    let state = await stateOn(target.source.lookupSql);
-    let version = target.version;
-    if (target.changedSince !== null) {
-      try {
-        tokens.accept(target.changedSince, state, options);
-      } catch (err) {
-        if (!(err instanceof StandbyBehindTokenError)) throw err;
-        this.#fellBack('behind_token', target.source, log);
-        version = (await bookOn(this.#primary.lookupSql)).export_version;
-        state = await stateOn(this.#primary.lookupSql);
-        tokens.accept(target.changedSince, state, options);
-      }
-    }
-    return { etag: this.etag({ ...target, version }), token: tokens.issue(state, options) };
-  }
-
-  /** The ETag of `target` (decisions.md D9.1). */
-  etag(target: ExportTarget): string {
-    return exportEtag(target, target.encoding, this.#config.mediaProxyPrefix);
   }
 
   stats(): ExportStats {
@@ -261,24 +260,24 @@ export class Exporter {
   }
 
   /**
-   * Sends the export of `target` to `res`. Throws, before anything was written, ApiError (429, 503,
-   * 404 when the book went meanwhile, 500), or a DependencyError (503): the caller answers with an
-   * envelope. Anything later is logged here and ends in an aborted response (decisions.md D6.3).
+   * Sends the export `request` asks for to `res`. Throws, before anything was written, ApiError (429,
+   * 503, 404 when the book went meanwhile, 500), or a DependencyError (503): the caller answers with
+   * an envelope. Anything later is logged here and ends in an aborted response (D6.3).
    */
-  async send(target: ExportTarget, res: ServerResponse, ctx: ExportContext): Promise<void> {
-    const { userId, keyId, bookSlug, excludeCategories, includeContentHtml, format, encoding } = target;
-    const fields = { userId, keyId, bookSlug, excludeCategories, includeContentHtml, format, encoding, source: target.source.name };
-    const log = new ExportLog(ctx.log, fields, this.#ended);
+  async send(request: ExportRequest, located: Located, res: ServerResponse, ctx: ExportContext): Promise<void> {
+    const { caller, bookSlug, options, format, encoding } = request;
+    const log = new ExportLog(ctx.log, { ...caller, bookSlug, ...options, format, encoding, source: located.source.name }, this.#ended);
     log.start();
     let admitted: Admitted;
     let kept: Kept | undefined;
     let changeTokens: ChangeTokens;
+    const key = cacheKey(request, located.book);
     try {
       await responseTurn(res, ctx.signal);
       changeTokens = await asDependency(this.changeTokens());
       // A delta is never kept: it is small, and its bytes depend on the token too.
-      kept = target.changedSince === null ? this.#cache.get(target) : undefined;
-      admitted = await this.#admission.acquire(userId, ctx.signal, kept === undefined);
+      kept = request.changedSince === null ? this.#cache.get(key) : undefined;
+      admitted = await this.#admission.acquire(caller.userId, ctx.signal, kept === undefined);
       this.#cache.counted(kept !== undefined);
     } catch (err) {
       if (err instanceof ClientGoneError) {
@@ -291,57 +290,20 @@ export class Exporter {
       log.end(err instanceof ApiError ? 'rejected' : 'failed', { reason: err instanceof ApiError ? err.code : (err as Error).message });
       throw err;
     }
-    let watch = watchCause(this.#primary, 0);
-    const headers = (version: string, token: string) => {
+    const watch = { current: watchCause(this.#primary, 0) };
+    const onHeaders = (version: string, token: string) => {
       ctx.takeOver();
-      res.setHeader('etag', this.etag({ ...target, version }));
+      res.setHeader('etag', this.etag(request, located.book.id, version));
       res.setHeader('export-change-token', token);
     };
     try {
-      if (kept !== undefined) {
-        const limits = { stallTimeoutMs: this.#config.stallTimeoutMs, minDrainBytesPerS: this.#config.minDrainBytesPerS, maxDurationMs: this.#config.exportMaxDurationMs };
-        const sent = await sendKeptBody(kept, target.version, target, res, limits, headers, admitted.lost);
-        const end = { cached: true, count: countOf(kept.body), bytes: sent.bytes };
-        if (sent.outcome === 'complete') log.end('complete', end);
-        else log.end('client_gone', { ...end, ...(sent.reason ? { reason: sent.reason } : {}) });
-        return;
-      }
-      const settings = exportSettings(this.#config, includeContentHtml, {
-        rewritePool: this.#pool,
-        plans: this.#plans,
-        captureUpTo: target.changedSince === null ? this.#cache.maxEntryBytes : 0,
-        changeTokens,
-        onStandby: target.source.standby,
-      });
-      let source = target.source;
-      let result;
-      for (;;) {
-        watch = watchCause(source, this.#config.dbTimeoutMs);
-        try {
-          result = await streamExport(source.exportSql, { ...target }, res, { ...settings, onStandby: source.standby }, headers, admitted.lost);
-          break;
-        } catch (err) {
-          // Nothing was sent yet: the primary answers instead (D11.4, D12.7).
-          if (source === this.#primary || res.headersSent || res.destroyed || !isStandbyFailure(err)) throw err;
-          this.#fellBack(err instanceof StandbyBehindTokenError ? 'behind_token' : 'standby_failed', source, ctx.log, err);
-          source = this.#primary;
-          log.readFrom(source.name);
-        }
-      }
-      if (result.body !== undefined) this.#cache.set({ ...target, version: result.version }, result.body, result.token);
-      const end = { count: result.count, bytes: result.bytes };
-      if (result.outcome === 'complete') log.end('complete', end);
-      else log.end('client_gone', { ...end, ...(result.reason ? { reason: result.reason } : {}) });
+      const outcome =
+        kept !== undefined
+          ? { ...(await sendKeptBody(kept, located.book.export_version, request, res, this.#writerLimits(), onHeaders, admitted.lost)), cached: true, count: countOf(kept.body) }
+          : await this.#stream(request, located, res, { ctx, log, watch, changeTokens, onHeaders, stop: admitted.lost, key });
+      ended(log, outcome);
     } catch (err) {
-      if (res.headersSent || res.destroyed) {
-        ctx.takeOver();
-        const cause = await watch.causeOf(err);
-        ctx.log.error({ err, bookSlug, cause }, 'export aborted after the first byte');
-        log.end('failed', { reason: cause === 'other' ? (err as Error).message : cause, cause });
-        return;
-      }
-      log.end('failed', { reason: err instanceof ApiError ? err.code : (err as Error).message, cause: await watch.causeOf(err) });
-      throw err;
+      await this.#failed(err, res, ctx, log, watch.current, bookSlug);
     } finally {
       admitted.release();
     }
@@ -351,6 +313,73 @@ export class Exporter {
   async close(): Promise<void> {
     await Promise.all([this.#pool?.close(), this.#planWriter?.close()]);
   }
+
+  /** Through the pipeline from the located source; a standby that fails before the first byte hands it to the primary (D11.4, D12.7). */
+  async #stream(
+    request: ExportRequest,
+    located: Located,
+    res: ServerResponse,
+    run: {
+      ctx: ExportContext;
+      log: ExportLog;
+      watch: { current: CauseWatch };
+      changeTokens: ChangeTokens;
+      onHeaders: (version: string, token: string) => void;
+      stop: AbortSignal | null;
+      key: ExportCacheKey;
+    },
+  ): Promise<Outcome> {
+    const settings = request.options.includeContentHtml ? this.#settings.withHtml : this.#settings.withoutHtml;
+    const captureUpTo = request.changedSince === null ? this.#cache.maxEntryBytes : 0;
+    for (let source = located.source; ; ) {
+      run.watch.current = watchCause(source, this.#config.dbTimeoutMs);
+      try {
+        const { changeTokens, onHeaders, stop } = run;
+        const result = await streamExport(request, res, settings, { sql: source.exportSql, onStandby: source.standby, changeTokens, captureUpTo, onHeaders, stop });
+        if (result.body !== undefined) this.#cache.set({ ...run.key, version: result.version }, result.body, result.token);
+        return result;
+      } catch (err) {
+        if (source === this.#primary || res.headersSent || res.destroyed || !isStandbyFailure(err)) throw err;
+        this.#fellBack(err instanceof StandbyBehindTokenError ? 'behind_token' : 'standby_failed', source, run.ctx.log, err);
+        source = this.#primary;
+        run.log.readFrom(source.name);
+      }
+    }
+  }
+
+  /** An export that failed: aborted and logged here after its first byte (D6.3), else logged and rethrown for an envelope. */
+  async #failed(err: unknown, res: ServerResponse, ctx: ExportContext, log: ExportLog, watch: CauseWatch, bookSlug: string): Promise<void> {
+    if (res.headersSent || res.destroyed) {
+      ctx.takeOver();
+      const cause = await watch.causeOf(err);
+      ctx.log.error({ err, bookSlug, cause }, 'export aborted after the first byte');
+      log.end('failed', { reason: cause === 'other' ? (err as Error).message : cause, cause });
+      return;
+    }
+    log.end('failed', { reason: err instanceof ApiError ? err.code : (err as Error).message, cause: await watch.causeOf(err) });
+    throw err;
+  }
+
+  #writerLimits() {
+    const { stallTimeoutMs, minDrainBytesPerS, exportMaxDurationMs: maxDurationMs } = this.#config;
+    return { stallTimeoutMs, minDrainBytesPerS, maxDurationMs };
+  }
+
+  #fellBack(reason: FallbackReason, from: ReadSource, log: FastifyBaseLogger, err?: unknown): void {
+    this.#replicas?.fellBack(reason);
+    const why = reason === 'behind_token' ? 'it has not replayed every transaction changedSince saw' : 'it failed before the first byte';
+    log.info({ replica: from.name, reason, ...(err === undefined ? {} : { err }) }, `export reads the primary: ${from.name} ${why}`);
+  }
+}
+
+/** The one place an export's end is written, whichever way its body was sent. */
+function ended(log: ExportLog, o: Outcome): void {
+  log.end(o.outcome, { ...(o.cached ? { cached: true } : {}), count: o.count, bytes: o.bytes, ...(o.reason ? { reason: o.reason } : {}) });
+}
+
+/** The export cache's key of `request` for `book` as looked up. */
+function cacheKey(request: ExportRequest, book: BookLookup): ExportCacheKey {
+  return { bookId: book.id, version: book.export_version, tokenFloor: book.token_floor, ...request.options, format: request.format };
 }
 
 /** A standby that failed or cannot answer: the request may read the primary instead. */

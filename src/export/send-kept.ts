@@ -7,9 +7,10 @@ import { ClientGoneError } from '../errors.js';
 import { EventLoopSlices } from '../event-loop.js';
 import type { Kept } from './cache/export-cache.js';
 import { exportHeaders } from './encode/body-format.js';
-import { stopped, type ExportRequest, type ExportResult, type ExportSettings } from './export-stream.js';
+import type { ExportRequest } from './request/export-request.js';
 import { bodySink } from './respond/compression.js';
-import { ResponseWriter } from './respond/response-writer.js';
+import { ResponseWriter, type ResponseWriterOptions } from './respond/response-writer.js';
+import { stopped, type Sent } from './respond/sent.js';
 
 const KEPT_CHUNK_BYTES = 64 * 1024;
 
@@ -17,20 +18,20 @@ const KEPT_CHUNK_BYTES = 64 * 1024;
 export async function sendKeptBody(
   kept: Kept,
   version: string,
-  req: Pick<ExportRequest, 'format' | 'encoding'>,
+  request: Pick<ExportRequest, 'format' | 'encoding'>,
   res: ServerResponse,
-  settings: Pick<ExportSettings, 'stallTimeoutMs' | 'minDrainBytesPerS' | 'maxDurationMs'>,
+  limits: ResponseWriterOptions,
   onHeaders: (version: string, token: string) => void,
   stop: AbortSignal | null = null,
-): Promise<Omit<ExportResult, 'count' | 'version' | 'token'>> {
-  const writer = new ResponseWriter(res, settings);
+): Promise<Sent> {
+  const writer = new ResponseWriter(res, limits);
   const slices = new EventLoopSlices();
-  const sink = bodySink(writer, req.encoding);
+  const sink = bodySink(writer, request.encoding);
   const halted = stopped(stop);
   try {
     writer.check();
     onHeaders(version, kept.token);
-    res.writeHead(200, exportHeaders(req.format, req.encoding));
+    res.writeHead(200, exportHeaders(request.format, request.encoding));
     for (let at = 0; at < kept.body.length; at += KEPT_CHUNK_BYTES) {
       await Promise.race([sink.write(kept.body.subarray(at, at + KEPT_CHUNK_BYTES)), halted]);
       await slices.pause();
@@ -41,7 +42,7 @@ export async function sendKeptBody(
   } catch (err) {
     sink.destroy();
     res.destroy();
-    if (err instanceof ClientGoneError) return { outcome: 'client-gone', reason: err.reason, bytes: writer.bytes };
+    if (err instanceof ClientGoneError) return { outcome: 'client_gone', reason: err.reason, bytes: writer.bytes };
     throw err;
   } finally {
     writer.close();

@@ -1,8 +1,7 @@
 /** `GET /openapi.json` (D10.4), by hand from the error table and routes; test/http/openapi.test.ts checks it. */
 import type { FastifyInstance } from 'fastify';
 import { ERRORS, type ErrorCode } from '../errors.js';
-import { MAX_TOKEN_CHARS } from '../export/change-token.js';
-import { EXPORT_PATH } from './routes.js';
+import { EXPORT_PATH, MAX_CHANGED_SINCE_CHARS } from './routes.js';
 
 /** Which error codes each status of the export path can carry (README's error table). */
 function codesByStatus(): Map<number, ErrorCode[]> {
@@ -66,7 +65,7 @@ function openApiDocument(): Record<string, unknown> {
         required: false,
         description:
           'The Export-Change-Token of an earlier export with the same options: only the documents that changed or entered since, and the ids that left (D12.2); 400 for a token of other options or another book, 410 once expired or after a failover (D12.8)',
-        schema: { type: 'string', minLength: 1, maxLength: MAX_TOKEN_CHARS, pattern: '^[A-Za-z0-9_-]+$' },
+        schema: { type: 'string', minLength: 1, maxLength: MAX_CHANGED_SINCE_CHARS, pattern: '^[A-Za-z0-9_-]+$' },
       },
       { name: 'If-None-Match', in: 'header', required: false, description: 'ETags (or `*`) the client holds: 304 when one matches (D9.2)', schema: { type: 'string' } },
       { name: 'Accept', in: 'header', required: false, description: '`application/x-ndjson` (preferred by q-value or order) selects NDJSON (D9.4)', schema: { type: 'string' } },
@@ -80,7 +79,7 @@ function openApiDocument(): Record<string, unknown> {
           ETag: { description: 'Strong for identity bodies (equal ETags promise byte-identical bodies), weak for compressed ones (D9.1)', schema: { type: 'string' } },
           'Export-Change-Token': {
             description: 'Names the snapshot the body was read from: keep it once meta.count was read, and send it back as changedSince (D12.1)',
-            schema: { type: 'string', maxLength: MAX_TOKEN_CHARS },
+            schema: { type: 'string', maxLength: MAX_CHANGED_SINCE_CHARS },
           },
           'Content-Encoding': { description: 'When compressed (D9.3)', schema: { type: 'string', enum: ['zstd', 'br', 'gzip'] } },
           Vary: { schema: { type: 'string' } },

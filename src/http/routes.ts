@@ -23,3 +23,6 @@ export const ROUTES: readonly ServedRoute[] = [
   served('/readyz', ['GET', 'HEAD']),
   served('/openapi.json', ['GET', 'HEAD']),
 ];
+
+/** The longest `changedSince` the export takes: above any change token the service issues (change-token.ts checks it), far below Node.js's header limit (D12.8). */
+export const MAX_CHANGED_SINCE_CHARS = 4096;

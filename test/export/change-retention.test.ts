@@ -10,7 +10,7 @@ import type { Sql } from '../../src/db/connect.js';
 import { connect } from '../../src/db/connect.js';
 import { pruneChanges, startChangePruning } from '../../src/export/change-retention.js';
 import { ChangeTokens } from '../../src/export/change-token.js';
-import { readChangeState } from '../../src/export/snapshot/changes-query.js';
+import { readChangeState } from '../../src/export/change-state.js';
 import { doc, seed, simpleSeed } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
 

@@ -9,8 +9,9 @@ import t from 'tap';
 import postgres from 'postgres';
 import { migrate } from '../../src/db/migrate.js';
 import { ChangeTokens, loadChangeTokenSecret, StandbyBehindTokenError } from '../../src/export/change-token.js';
-import { changedDocumentQuery, readChangeState, sinceParams, type ChangeSince, type ChangeState } from '../../src/export/snapshot/changes-query.js';
-import { documentIdOf, type DocumentRow } from '../../src/export/encode/rows.js';
+import { readChangeState, type ChangeState } from '../../src/export/change-state.js';
+import { changedDocumentQuery, sinceParams, type ChangeSince } from '../../src/export/snapshot/changes-query.js';
+import { documentIdOf, type DocumentRow } from '../../src/export/snapshot/rows.js';
 import { doc, seed, simpleSeed } from '../helpers/app.js';
 import { startReplicaPair, type PgNode } from '../helpers/replica.js';
 

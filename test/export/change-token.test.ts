@@ -4,6 +4,7 @@
  * format; refused with 400 INVALID_PARAMETER or 410 CHANGE_TOKEN_EXPIRED as D12.4 says.
  */
 import { createHmac, randomBytes } from 'node:crypto';
+import type { ExportOptions } from '../../src/export/request/export-request.js';
 import fc from 'fast-check';
 import t from 'tap';
 import {
@@ -13,9 +14,8 @@ import {
   loadChangeTokenSecret,
   MAX_TOKEN_CHARS,
   StandbyBehindTokenError,
-  type ChangeOptions,
 } from '../../src/export/change-token.js';
-import { readChangeState, type ChangeState } from '../../src/export/snapshot/changes-query.js';
+import { readChangeState, type ChangeState } from '../../src/export/change-state.js';
 import { ApiError, DependencyError } from '../../src/errors.js';
 import type { Sql } from '../../src/db/connect.js';
 import { doc, seed, simpleSeed } from '../helpers/app.js';
@@ -23,7 +23,7 @@ import { createTestDatabase } from '../helpers/db.js';
 
 const SECRET = randomBytes(32);
 const CONFIG = { secret: SECRET, retentionDays: 30, mediaProxyPrefix: '/media/', outputFormat: '1' };
-const OPTS: ChangeOptions = { excludeCategories: true, includeContentHtml: true };
+const OPTS: ExportOptions = { excludeCategories: true, includeContentHtml: true };
 const DAY = 86_400;
 
 function state(over: Partial<ChangeState> = {}): ChangeState {

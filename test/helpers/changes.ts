@@ -4,7 +4,7 @@
  */
 import type { Sql } from '../../src/db/connect.js';
 import { changedDocumentQuery, removedQuery } from '../../src/export/snapshot/changes-query.js';
-import { DOC, documentIdOf, type DocumentRow } from '../../src/export/encode/rows.js';
+import { DOC, documentIdOf, type DocumentRow } from '../../src/export/snapshot/rows.js';
 import { documentQuery, type DocumentQueryOptions } from '../../src/export/snapshot/query.js';
 
 /** A document row as text: each column's JSON text (or stored cover URL), null as null. */

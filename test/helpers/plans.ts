@@ -6,7 +6,7 @@
  */
 import { encodeDocument } from '../../src/export/encode/document-encoder.js';
 import type { JsonChunker } from '../../src/export/encode/json-encoder.js';
-import type { DocumentRow } from '../../src/export/encode/rows.js';
+import type { DocumentRow } from '../../src/export/snapshot/rows.js';
 import { stagedRow } from '../../bench/lib/rows.js';
 import { planContentHtml } from '../../src/export/rewrite/plans/html-plan.js';
 import { planPieces } from '../../src/export/rewrite/plans/plan-splice.js';

@@ -1,5 +1,5 @@
 /** Bodies of small exports kept in memory, served only while a fresh snapshot would match them (D6.1, D9.1). */
-import type { BodyFormat } from '../encode/body-format.js';
+import type { BodyFormat } from '../request/negotiate.js';
 
 export interface ExportCacheKey {
   bookId: string;

@@ -1,11 +1,5 @@
 /** The two body shapes, one JSON object (export-api.md 4.1) or NDJSON (decisions.md D9.4), differ only in framing. */
-
-export type BodyFormat = 'json' | 'ndjson';
-
-export const MEDIA_TYPES: Readonly<Record<BodyFormat, string>> = {
-  json: 'application/json',
-  ndjson: 'application/x-ndjson',
-};
+import { MEDIA_TYPES, type BodyFormat } from '../request/negotiate.js';
 
 const EXPORT_VARY = 'Accept, Accept-Encoding';
 

@@ -1,7 +1,10 @@
 /** Encodes the body piece by piece (decisions.md D2); columns come as JSON text PostgreSQL escaped, copied as bytes. */
-import { FRAMING, type BodyFormat } from './body-format.js';
+import { FRAMING } from './body-format.js';
+import type { BodyFormat } from '../request/negotiate.js';
 import type { JsonChunker } from './json-encoder.js';
-import { DOC, type BookRow, type DocumentRow } from './rows.js';
+import type { BookRow } from '../request/book.js';
+import { DOC, type DocumentRow } from '../snapshot/rows.js';
+import { isDirect, type ContentHtmlJson } from '../rewrite/rewrites.js';
 
 function nullable(s: string | null): string {
   return s === null || s === '' ? 'null' : JSON.stringify(s);
@@ -43,26 +46,6 @@ const NULL = Buffer.from('null');
 const COVER_URL = Buffer.from('{"url":');
 const POSITION = Buffer.from(',"position":');
 const END = Buffer.from('}');
-
-/** A splice small enough to write in one call, never paused within (the rewrite stage's PlanSplice). */
-export interface DirectPieces extends Iterable<Buffer> {
-  writeTo(out: JsonChunker): void;
-}
-
-/** contentHtml as exported: the stored JSON text (NULL or `""`: null, D2.1) or the pieces of its splice. */
-export type ContentHtmlJson = Buffer | null | Iterable<Buffer> | DirectPieces;
-
-export function isDirect(html: Iterable<Buffer>): html is DirectPieces {
-  return typeof (html as Partial<DirectPieces>).writeTo === 'function';
-}
-
-export interface BatchRewrites {
-  /** `cover.url`'s JSON text as exported; null when the document has no cover (D2.4). */
-  coverUrls: (Buffer | null)[];
-  contentHtml: ContentHtmlJson[];
-  /** Bytes of the rows' columns, with contentHtml and cover.url as exported rather than as stored. */
-  bytes: number;
-}
 
 /** Appends a document up to its `"contentHtml":` key, in table 2.2's order (D2.5); the caller writes the rest. */
 export function encodeDocumentHead(row: DocumentRow, coverUrl: Buffer | null, out: JsonChunker): void {

@@ -1,8 +1,11 @@
 /** One export's body, encoded in chunks and written with backpressure; keeps a copy of a small body for the cache. */
-import { type BookRow, type DocumentRow } from './rows.js';
-import { DOCUMENT_END, encodeClosing, encodeDocumentHead, encodeOpening, isDirect, storedContentHtml, type BatchRewrites } from './document-encoder.js';
+import type { BookRow } from '../request/book.js';
+import type { DocumentRow } from '../snapshot/rows.js';
+import { DOCUMENT_END, encodeClosing, encodeDocumentHead, encodeOpening, storedContentHtml } from './document-encoder.js';
+import { isDirect, type BatchRewrites } from '../rewrite/rewrites.js';
 import { JsonChunker } from './json-encoder.js';
-import { FRAMING, type BodyFormat, type Framing } from './body-format.js';
+import { FRAMING, type Framing } from './body-format.js';
+import type { BodyFormat } from '../request/negotiate.js';
 import type { Pause } from '../../event-loop.js';
 
 export interface BodySink {

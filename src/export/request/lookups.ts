@@ -1,16 +1,16 @@
 /**
  * Key and book lookups, on a pool apart from the exports'; an outage is a DependencyError (503, D8.5).
- * Keys are always verified on the primary (decisions.md D11.2); the book and its change state are
- * read where the export will read its body (`on`: a standby's pool, D11.3), the primary by default.
+ * Keys are always verified on the primary (D11.2); the book, and whatever else a request
+ * reads before its export (`read`), where the export will read its body (`on`: a standby's pool,
+ * D11.3), the primary by default.
  */
 import { parseBearer, verifyApiKey } from '../../auth/api-key.js';
 import type { Sql } from '../../db/connect.js';
 import { asDatabaseOutage, withTimeout } from '../../db/dependency.js';
-import { inTransaction } from '../../db/transaction.js';
 import type { OutageLog } from '../../db/outage-log.js';
 import { ApiError, DependencyError, type Dependency } from '../../errors.js';
-import { readChangeState, type ChangeState } from '../snapshot/changes-query.js';
-import { findBook, type BookLookup } from '../snapshot/query.js';
+import { findBook, type BookLookup } from './book.js';
+import type { Caller } from './export-request.js';
 
 export class Lookups {
   #inFlight = 0;
@@ -26,7 +26,7 @@ export class Lookups {
   }
 
   /** The caller of an `Authorization` header. Throws ApiError INVALID_API_KEY (export-api.md 5, D5.2). */
-  async caller(authorization: string | string[] | undefined): Promise<{ userId: string; keyId: string }> {
+  async caller(authorization: string | string[] | undefined): Promise<Caller> {
     const token = parseBearer(authorization);
     const caller = token === null ? null : await this.#run(() => verifyApiKey(this.sql, token), 'API key lookup');
     if (caller === null) throw new ApiError('INVALID_API_KEY');
@@ -40,10 +40,9 @@ export class Lookups {
     return book;
   }
 
-  /** The change state of book `bookId` now, read on `on` in one snapshot (decisions.md D12.1), for a HEAD's change token. */
-  async changeState(bookId: string, on: Sql = this.sql): Promise<ChangeState> {
-    const read = () => inTransaction(on, (tx) => readChangeState((text, params) => tx.unsafe(text, params), bookId), { mode: 'ISOLATION LEVEL REPEATABLE READ READ ONLY' });
-    return this.#run(read, 'change state', this.#where(on));
+  /** `work` on `on` as a lookup (bounded, an outage a DependencyError of the primary or of the replica); `what` names it. */
+  async read<T>(on: Sql, what: string, work: (sql: Sql) => Promise<T>): Promise<T> {
+    return this.#run(() => work(on), what, this.#where(on));
   }
 
   /** A standby's outage is the replica's, never the database's (D10.6, D11.7). */

@@ -1,6 +1,6 @@
 /** Query parameters of the export (export-api.md 4.1, decisions.md D4). */
 import { ApiError } from '../../errors.js';
-import { MAX_TOKEN_CHARS } from '../change-token.js';
+import { MAX_CHANGED_SINCE_CHARS } from '../../http/routes.js';
 
 /** `true`/`1`, `false`/`0`, or `def` when absent (D4.1); else, repeats included, throws ApiError INVALID_PARAMETER. */
 export function booleanParam(query: Record<string, unknown>, name: string, def: boolean): boolean {
@@ -13,12 +13,12 @@ export function booleanParam(query: Record<string, unknown>, name: string, def: 
 
 /**
  * A change token parameter (decisions.md D12.2): its value, null when absent. Empty, repeated or
- * longer than any token the service issues (D12.8) throws ApiError INVALID_PARAMETER; the token
- * itself is checked by the export.
+ * longer than MAX_CHANGED_SINCE_CHARS throws ApiError INVALID_PARAMETER; the token itself is checked
+ * by the export.
  */
 export function tokenParam(query: Record<string, unknown>, name: string): string | null {
   if (!Object.prototype.hasOwnProperty.call(query, name)) return null;
   const v = query[name];
-  if (typeof v !== 'string' || v === '' || v.length > MAX_TOKEN_CHARS) throw new ApiError('INVALID_PARAMETER', `${name} must be a change token`);
+  if (typeof v !== 'string' || v === '' || v.length > MAX_CHANGED_SINCE_CHARS) throw new ApiError('INVALID_PARAMETER', `${name} must be a change token`);
   return v;
 }

@@ -4,9 +4,9 @@ import { once } from 'node:events';
 import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
+import type { ContentEncoding } from '../request/negotiate.js';
 import { type ResponseWriter } from './response-writer.js';
 
-export type ContentEncoding = 'zstd' | 'br' | 'gzip' | 'identity';
 
 type ZstdZlib = typeof zlib & {
   createZstdCompress?: (opts?: object) => zlib.Gzip;
@@ -14,8 +14,6 @@ type ZstdZlib = typeof zlib & {
 };
 const z = zlib as ZstdZlib;
 
-/** The encodings this runtime can produce, in the server's order of preference for equal q-values. */
-export const ENCODINGS: readonly ContentEncoding[] = [...(typeof z.createZstdCompress === 'function' ? (['zstd'] as const) : []), 'br', 'gzip', 'identity'];
 
 interface Compressor {
   stream: zlib.Gzip | zlib.BrotliCompress;

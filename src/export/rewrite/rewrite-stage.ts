@@ -1,7 +1,7 @@
 /** The rewrite stage (D3): stored HTML kept, or a stored plan spliced, or planned on a worker or in slices (D8.8). */
 import { PlanFormatError } from '../../errors.js';
-import type { BatchRewrites, ContentHtmlJson } from '../encode/document-encoder.js';
-import { DOC, documentIdOf, rowBytes, type DocumentRow } from '../encode/rows.js';
+import type { BatchRewrites, ContentHtmlJson } from './rewrites.js';
+import { DOC, documentIdOf, rowBytes, type DocumentRow } from '../snapshot/rows.js';
 import { planContentHtmlSliced } from './plans/html-plan.js';
 import { readStoredPlan, type PlanWriter } from './plans/plan-store.js';
 import { planSplice, splicedLength } from './plans/plan-splice.js';
@@ -43,92 +43,141 @@ function coverUrlJson(stored: Buffer | null, prefix: string): Buffer | null {
 
 /** The rewrites of `rows`. Rejects with RewriteWorkerError when a worker fails the batch. */
 export async function rewriteRows(rows: readonly DocumentRow[], opts: RewriteStageOptions): Promise<BatchRewrites> {
-  const { prefix, pool, plans } = opts;
-  const pj = jsonPrefixBytes(prefix);
-  const contentHtml = new Array<ContentHtmlJson>(rows.length);
-  const flagged: number[] = [];
-  let bytes = 0;
-  const coverUrls = rows.map((row, i) => {
-    bytes += rowBytes(row);
-    const text = row[DOC.contentHtml];
-    // A stored plan is checked before the pre-check: its key covers the text, and a pass means no decoding.
-    if (text === null || (row[DOC.plan] === null && !jsonHtmlMayNeedRewrite(text))) contentHtml[i] = text;
-    else flagged.push(i);
-    const cover = coverUrlJson(row[DOC.coverUrl], prefix);
-    bytes += (cover?.length ?? 0) - (row[DOC.coverUrl]?.length ?? 0);
-    return cover;
-  });
-  if (flagged.length === 0) return { coverUrls, contentHtml, bytes };
-  // Set once each flagged row's splice is known: its length replaces the stored text's.
-  const splice = (text: Buffer, plan: Buffer, from: number, length: number): ContentHtmlJson | null => {
-    if (length < 0) return null;
-    bytes += length - text.length;
-    return planSplice(text, plan, pj, from);
-  };
-  // `plan[from…]`; a promise only when the plan's edits outlast the event-loop slice.
-  const spliced = (text: Buffer, plan: Buffer, from = 0): ContentHtmlJson | null | Promise<ContentHtmlJson | null> => {
-    if (plan.length === from) return text;
-    const length = splicedLength(text, plan, pj, opts.pause, from);
-    return typeof length === 'number' ? splice(text, plan, from, length) : length.then((n) => splice(text, plan, from, n));
-  };
+  const batch = new BatchRewrite(rows, opts);
+  const flagged = batch.passThrough();
+  if (flagged.length === 0) return batch.result();
+  const pending = await batch.reuseStored(flagged);
+  if (pending.length > 0) await batch.plan(pending);
+  return batch.result();
+}
 
-  const pending: Pending[] = [];
-  for (let f = 0; f < flagged.length; f++) {
-    const i = flagged[f]!;
-    const text = rows[i]![DOC.contentHtml]!;
-    const column = rows[i]![DOC.plan];
-    if (plans && column !== null) {
-      const stored = readStoredPlan(column);
-      // A plan whose key matches but that does not fit its text was computed wrongly: tokenize, and replace it.
-      let reused = stored !== null && storedPlanMatches(text, prefix, stored) ? spliced(text, stored, PLAN_KEY_BYTES) : null;
-      if (reused instanceof Promise) reused = await reused;
-      if (reused !== null) {
-        contentHtml[i] = reused;
-        plans.counts.reused++;
+/** One batch's rewrites as they are worked out, in three steps: pass-through, stored plans, planning. */
+class BatchRewrite {
+  readonly #contentHtml: ContentHtmlJson[];
+  #coverUrls: (Buffer | null)[] = [];
+  /** The rows' bytes, each text's replaced by its splice's once that is known. */
+  #bytes = 0;
+  /** The prefix's JSON bytes, as plans splice them in. */
+  readonly #prefixJson: Buffer;
+
+  constructor(
+    private readonly rows: readonly DocumentRow[],
+    private readonly opts: RewriteStageOptions,
+  ) {
+    this.#contentHtml = new Array<ContentHtmlJson>(rows.length);
+    this.#prefixJson = jsonPrefixBytes(opts.prefix);
+  }
+
+  result(): BatchRewrites {
+    return { coverUrls: this.#coverUrls, contentHtml: this.#contentHtml, bytes: this.#bytes };
+  }
+
+  /**
+   * Every row's cover.url, and its contentHtml as stored when it needs no rewrite; returns the rows
+   * left: flagged by the pre-check, or with a stored plan, which is checked before the pre-check (its
+   * key covers the text, and a match means no decoding).
+   */
+  passThrough(): number[] {
+    const { rows, opts } = this;
+    const flagged: number[] = [];
+    this.#coverUrls = rows.map((row, i) => {
+      this.#bytes += rowBytes(row);
+      const text = row[DOC.contentHtml];
+      if (text === null || (row[DOC.plan] === null && !jsonHtmlMayNeedRewrite(text))) this.#contentHtml[i] = text;
+      else flagged.push(i);
+      const cover = coverUrlJson(row[DOC.coverUrl], opts.prefix);
+      this.#bytes += (cover?.length ?? 0) - (row[DOC.coverUrl]?.length ?? 0);
+      return cover;
+    });
+    return flagged;
+  }
+
+  /** Splices the `flagged` rows whose stored plan matches their text; returns the ones still to plan. */
+  async reuseStored(flagged: readonly number[]): Promise<Pending[]> {
+    const { rows, opts } = this;
+    const plans = opts.plans;
+    const pending: Pending[] = [];
+    for (let f = 0; f < flagged.length; f++) {
+      const i = flagged[f]!;
+      const text = rows[i]![DOC.contentHtml]!;
+      const column = rows[i]![DOC.plan];
+      if (plans && column !== null) {
+        const stored = readStoredPlan(column);
+        // A plan whose key matches but that does not fit its text was computed wrongly: tokenize, and replace it.
+        let reused = stored !== null && storedPlanMatches(text, opts.prefix, stored) ? this.#spliced(text, stored, PLAN_KEY_BYTES) : null;
+        if (reused instanceof Promise) reused = await reused;
+        if (reused !== null) {
+          this.#contentHtml[i] = reused;
+          plans.counts.reused++;
+          continue;
+        }
+      }
+      // Flagged for its stored plan, which did not match: the pre-check has not run yet.
+      if (column !== null && !jsonHtmlMayNeedRewrite(text)) {
+        this.#contentHtml[i] = text;
         continue;
       }
+      if (plans) plans.counts.computed++;
+      pending.push({ row: i, text });
     }
-    // Flagged for its stored plan, which did not match: the pre-check has not run yet.
-    if (column !== null && !jsonHtmlMayNeedRewrite(text)) {
-      contentHtml[i] = text;
-      continue;
-    }
-    if (plans) plans.counts.computed++;
-    pending.push({ row: i, text });
+    return pending;
   }
 
-  const planned = async (p: Pending, plan: Buffer): Promise<void> => {
-    const html = await spliced(p.text, plan);
-    if (html === null) throw new PlanFormatError('the rewriter made a plan that does not fit its text');
-    contentHtml[p.row] = html;
-    if (plans?.writer) plans.writer.offer(documentIdOf(rows[p.row]!), planKey(p.text, prefix, plan), plan);
-  };
-  const small: Pending[] = [];
-  let smallBytes = 0;
-  const large: Promise<void>[] = [];
-  for (const p of pending) {
-    if (p.text.length < LARGE_DOCUMENT_BYTES) {
-      small.push(p);
-      smallBytes += p.text.length;
-    } else if (pool) {
-      // Alone, so a worker never holds more than one large document of this batch.
-      const done = pool.plan([p.text], prefix).then(([plan]) => planned(p, plan!));
-      done.catch(() => {});
-      large.push(done);
+  /**
+   * Plans `pending`: a large document alone, on a worker or in slices; the small ones together on a
+   * worker once they reach offloadBytes, else in slices on the event loop.
+   */
+  async plan(pending: readonly Pending[]): Promise<void> {
+    const { pool, prefix, pause, offloadBytes } = this.opts;
+    const small: Pending[] = [];
+    let smallBytes = 0;
+    const large: Promise<void>[] = [];
+    for (const p of pending) {
+      if (p.text.length < LARGE_DOCUMENT_BYTES) {
+        small.push(p);
+        smallBytes += p.text.length;
+      } else if (pool) {
+        // Alone, so a worker never holds more than one large document of this batch.
+        const done = pool.plan([p.text], prefix).then(([plan]) => this.#planned(p, plan!));
+        done.catch(() => {});
+        large.push(done);
+      } else {
+        await this.#planned(p, await planContentHtmlSliced(p.text, prefix, pause));
+      }
+    }
+    if (pool && small.length > 0 && smallBytes >= offloadBytes) {
+      const out = await pool.plan(small.map((p) => p.text), prefix);
+      for (const [k, p] of small.entries()) await this.#planned(p, out[k]!);
     } else {
-      await planned(p, await planContentHtmlSliced(p.text, prefix, opts.pause));
+      // In slices too: 1 MB of `<img src=a>` planned in one step held the event loop for 300 ms and more (D8.8).
+      for (const p of small) {
+        const plan = planContentHtmlSliced(p.text, prefix, pause);
+        await this.#planned(p, plan instanceof Promise ? await plan : plan);
+      }
     }
+    await Promise.all(large);
   }
-  if (pool && small.length > 0 && smallBytes >= opts.offloadBytes) {
-    const out = await pool.plan(small.map((p) => p.text), prefix);
-    for (const [k, p] of small.entries()) await planned(p, out[k]!);
-  } else {
-    // In slices too: 1 MB of `<img src=a>` planned in one step held the event loop for 300 ms and more (D8.8).
-    for (const p of small) {
-      const plan = planContentHtmlSliced(p.text, prefix, opts.pause);
-      await planned(p, plan instanceof Promise ? await plan : plan);
-    }
+
+  /** A new plan applied, and offered to the plan writer. */
+  async #planned(p: Pending, plan: Buffer): Promise<void> {
+    const html = await this.#spliced(p.text, plan);
+    if (html === null) throw new PlanFormatError('the rewriter made a plan that does not fit its text');
+    this.#contentHtml[p.row] = html;
+    const writer = this.opts.plans?.writer;
+    if (writer) writer.offer(documentIdOf(this.rows[p.row]!), planKey(p.text, this.opts.prefix, plan), plan);
   }
-  await Promise.all(large);
-  return { coverUrls, contentHtml, bytes };
+
+  /** `plan[from…]` applied to `text`, null when it does not fit; a promise only when its edits outlast the event-loop slice. */
+  #spliced(text: Buffer, plan: Buffer, from = 0): ContentHtmlJson | null | Promise<ContentHtmlJson | null> {
+    if (plan.length === from) return text;
+    const length = splicedLength(text, plan, this.#prefixJson, this.opts.pause, from);
+    return typeof length === 'number' ? this.#splice(text, plan, from, length) : length.then((n) => this.#splice(text, plan, from, n));
+  }
+
+  /** Once a splice's length is known, it replaces the stored text's in the batch's bytes. */
+  #splice(text: Buffer, plan: Buffer, from: number, length: number): ContentHtmlJson | null {
+    if (length < 0) return null;
+    this.#bytes += length - text.length;
+    return planSplice(text, plan, this.#prefixJson, from);
+  }
 }

@@ -2,7 +2,7 @@
  * Batches bounded in bytes before they are fetched (decisions.md D8.4): a size cursor (no body read)
  * runs beside the export cursor; the next two batches are asked for as soon as the current one arrives.
  */
-import { type DocumentRow } from '../encode/rows.js';
+import { type DocumentRow } from './rows.js';
 import { ROW_OVERHEAD_BYTES, rowsWithinBudget } from './batch-budget.js';
 import { changedDocumentQuery, changedDocumentSizeQuery, sinceParams, type ChangeSince } from './changes-query.js';
 import { documentQuery, documentSizeQuery, type DocumentQueryOptions } from './query.js';

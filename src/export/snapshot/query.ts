@@ -1,40 +1,8 @@
 /** The export's SQL: exported columns only, never the editor formats (export-api.md 2.2 rule 2, D7.2). */
+import { iso } from '../request/book.js';
+import type { ExportOptions } from '../request/export-request.js';
 
-import type { BookRow } from '../encode/rows.js';
-
-const iso = (col: string) => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
-
-/** Columns in the order of export-api.md table 2.1. */
-const BOOK_QUERY = `
-  SELECT id, slug, name, description, cover_image, ${iso('created_at')} AS created_at, ${iso('updated_at')} AS updated_at,
-         export_version::text AS export_version, (SELECT token_floor::text FROM change_tracking) AS token_floor,
-         pg_snapshot_xmin(pg_current_snapshot())::text AS snapshot_xmin
-  FROM books
-  WHERE owner_id = $1 AND slug = $2`;
-
-/**
- * A book row as looked up, with the change tokens' floor (decisions.md D12.3), which keeps exports
- * cached apart, and the lookup's snapshot xmin: on a standby, every transaction below it has finished
- * there, and so it has in any later snapshot there (D12.7).
- */
-export interface BookLookup extends BookRow {
-  token_floor: string;
-  snapshot_xmin: string;
-}
-
-/** export-api.md 4.1 rule 6. A slug with a NUL, which PostgreSQL refuses in parameters, is none. */
-export async function findBook(
-  run: (text: string, params: string[]) => Promise<BookLookup[]>,
-  userId: string,
-  slug: string,
-): Promise<BookLookup | undefined> {
-  if (slug.includes('\0')) return undefined;
-  return (await run(BOOK_QUERY, [userId, slug]))[0];
-}
-
-export interface DocumentQueryOptions {
-  excludeCategories: boolean;
-  includeContentHtml: boolean;
+export interface DocumentQueryOptions extends ExportOptions {
   /** Read each row's stored rewrite plan with it (REWRITE_PLANS); only with includeContentHtml. */
   withPlans?: boolean;
 }

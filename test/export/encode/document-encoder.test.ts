@@ -5,7 +5,7 @@
  * untouched when nothing is rewritten, and rowFromValues, the stand-in every encoder test and the
  * encoder benchmark build rows with, checked against the rows PostgreSQL itself returns.
  */
-import { DOC, documentIdOf, type DocumentRow } from '../../../src/export/encode/rows.js';
+import { DOC, documentIdOf, type DocumentRow } from '../../../src/export/snapshot/rows.js';
 import t from 'tap';
 import { encodeStaged } from '../../helpers/plans.js';
 import fc from 'fast-check';

@@ -3,7 +3,7 @@
  * order with meta.count last, chunks of small parts joined, a large document written without being
  * copied into a chunk (JsonChunker.takeChunks), and the cache's copy kept only within its limit.
  */
-import { type BookRow } from '../../../src/export/encode/rows.js';
+import type { BookRow } from '../../../src/export/request/book.js';
 import { bodySink } from '../../../src/export/respond/compression.js';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -9,7 +9,8 @@
  * PostgreSQL text can hold (valid UTF-8, so no lone surrogate), while JsonChunker is tested on
  * arbitrary strings. document-encoder.test.ts checks rowFromValues against PostgreSQL.
  */
-import { DOC, documentIdOf, type BookRow, type DocumentRow } from '../../../src/export/encode/rows.js';
+import type { BookRow } from '../../../src/export/request/book.js';
+import { DOC, documentIdOf, type DocumentRow } from '../../../src/export/snapshot/rows.js';
 import t from 'tap';
 import { encodeStaged } from '../../helpers/plans.js';
 import fc from 'fast-check';
@@ -274,7 +275,7 @@ const DOC_KEYS = ['id', 'slug', 'name', 'type', 'parentId', 'orderKey', 'descrip
 
 const COMMA = Buffer.from(',');
 
-/** Builds the full body exactly as export-stream.ts does: commas between documents, all in one chunker. */
+/** Builds the full body exactly as export-pipeline.ts does: commas between documents, all in one chunker. */
 function encodeAll(book: BookRow, rows: DocumentRow[]): Buffer {
   const c = new JsonChunker(Number.MAX_SAFE_INTEGER);
   c.push(encodeOpening(book));

@@ -8,7 +8,7 @@ import zlib from 'node:zlib';
 import t from 'tap';
 import { drainBody } from '../../helpers/http.js';
 import { request } from 'undici';
-import { ENCODINGS } from '../../../src/export/respond/compression.js';
+import { ENCODINGS } from '../../../src/export/request/negotiate.js';
 import { startServer } from '../../helpers/app.js';
 import { createTestDatabase } from '../../helpers/db.js';
 import { seedGeneratedBooks } from '../../helpers/generated-kb.js';

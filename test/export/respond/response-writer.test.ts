@@ -13,8 +13,8 @@ import t from 'tap';
 import type { Sql } from '../../../src/db/connect.js';
 import { loadConfig } from '../../../src/config.js';
 import { ChangeTokens } from '../../../src/export/change-token.js';
-import { exportSettings } from '../../../src/export/exporter.js';
-import { streamExport } from '../../../src/export/export-stream.js';
+import { pipelineSettings } from '../../../src/export/exporter.js';
+import { streamExport } from '../../../src/export/export-pipeline.js';
 import { ResponseWriter, type ResponseWriterOptions } from '../../../src/export/respond/response-writer.js';
 import { bytes, CHUNK, Client, KB, MB, serve } from '../../helpers/slow-client.js';
 
@@ -179,10 +179,17 @@ t.test('streamExport: a client gone during the lookups ends the export before it
   } as unknown as Sql;
   const config = loadConfig({ EXPORT_BATCH_SIZE: '10', STALL_TIMEOUT_MS: '60000', MIN_DRAIN_BYTES_PER_S: String(16 * KB) });
   const changeTokens = new ChangeTokens({ secret: Buffer.alloc(32, 1), retentionDays: 30, mediaProxyPrefix: '/media/', outputFormat: '1' });
-  const settings = exportSettings(config, true, { rewritePool: null, plans: null, captureUpTo: 0, changeTokens, onStandby: false });
-  const request = { userId: 'u1', bookSlug: 'kb', excludeCategories: false, includeContentHtml: true, format: 'json', encoding: 'identity', changedSince: null } as const;
-  const result = await streamExport(sql, request, x.res, settings, () => {});
-  t.equal(result.outcome, 'client-gone');
+  const request = {
+    caller: { userId: 'u1', keyId: 'k1' },
+    bookSlug: 'kb',
+    options: { excludeCategories: false, includeContentHtml: true },
+    format: 'json',
+    encoding: 'identity',
+    changedSince: null,
+  } as const;
+  const run = { sql, onStandby: false, changeTokens, captureUpTo: 0, onHeaders: () => {}, stop: null };
+  const result = await streamExport(request, x.res, pipelineSettings(config, true, null, null), run);
+  t.equal(result.outcome, 'client_gone');
   t.equal(began, 0, 'no transaction was begun');
 });
 

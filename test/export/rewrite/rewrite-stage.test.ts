@@ -8,8 +8,8 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import t from 'tap';
-import type { BatchRewrites, ContentHtmlJson } from '../../../src/export/encode/document-encoder.js';
-import { DOC, type DocumentRow } from '../../../src/export/encode/rows.js';
+import type { BatchRewrites, ContentHtmlJson } from '../../../src/export/rewrite/rewrites.js';
+import { DOC, type DocumentRow } from '../../../src/export/snapshot/rows.js';
 import { EventLoopSlices } from '../../../src/event-loop.js';
 import { planContentHtml, planContentHtmlSliced } from '../../../src/export/rewrite/plans/html-plan.js';
 import { jsonPrefixBytes, planFromEdits, planKey } from '../../../src/export/rewrite/plans/rewrite-plan.js';

@@ -15,7 +15,7 @@ import { changedDocumentQuery, removedQuery } from '../../../src/export/snapshot
 import { documentQuery } from '../../../src/export/snapshot/query.js';
 import { createTestDatabase } from '../../helpers/db.js';
 import { applyDelta, type DeltaRead } from '../../helpers/changes.js';
-import { documentIdOf, type DocumentRow } from '../../../src/export/encode/rows.js';
+import { documentIdOf, type DocumentRow } from '../../../src/export/snapshot/rows.js';
 
 const DOCS = 6;
 const OPS = [

@@ -6,12 +6,13 @@
  */
 import t, { type Test } from 'tap';
 import type { Sql } from '../../../src/db/connect.js';
-import { changedDocumentQuery, changedDocumentSizeQuery, readChangeState, removedQuery } from '../../../src/export/snapshot/changes-query.js';
+import { readChangeState } from '../../../src/export/change-state.js';
+import { changedDocumentQuery, changedDocumentSizeQuery, removedQuery } from '../../../src/export/snapshot/changes-query.js';
 import { documentQuery } from '../../../src/export/snapshot/query.js';
 import { doc, seed, simpleSeed } from '../../helpers/app.js';
 import { createTestDatabase } from '../../helpers/db.js';
 import { applyDelta, deltaSince, exportAt } from '../../helpers/changes.js';
-import { documentIdOf, type DocumentRow } from '../../../src/export/encode/rows.js';
+import { documentIdOf, type DocumentRow } from '../../../src/export/snapshot/rows.js';
 
 const BOOK = 'b-u1';
 

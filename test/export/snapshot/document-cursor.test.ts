@@ -4,7 +4,7 @@
  * order, and a statement that does not answer in time fails the snapshot without leaking its
  * connection.
  */
-import { DOC, documentIdOf, type DocumentRow } from '../../../src/export/encode/rows.js';
+import { DOC, documentIdOf, type DocumentRow } from '../../../src/export/snapshot/rows.js';
 import { DependencyError } from '../../../src/errors.js';
 import t, { type Test } from 'tap';
 import { connect } from '../../../src/db/connect.js';

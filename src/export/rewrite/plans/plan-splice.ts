@@ -1,8 +1,7 @@
 /** A stored or computed plan applied to its contentHtml JSON text: checked, measured, and written as the encoder takes it. */
 import { PlanFormatError } from '../../../errors.js';
 import type { Pause } from '../../../event-loop.js';
-import type { DirectPieces } from '../../encode/document-encoder.js';
-import type { JsonChunker } from '../../encode/json-encoder.js';
+import type { DirectPieces, RangeSink } from '../rewrites.js';
 import { PIECE_COPY, PIECE_LITERAL, PIECE_PREFIX } from './rewrite-plan.js';
 
 class PlanReader {
@@ -33,11 +32,6 @@ class PlanReader {
     this.at += length;
     return this.at - length;
   }
-}
-
-/** Where applyEdit writes: the encoder's chunker, or planPieces' list of views. */
-interface RangeSink {
-  pushRange(b: Buffer, start: number, end: number): void;
 }
 
 /**
@@ -158,7 +152,7 @@ export class PlanSplice implements DirectPieces {
     readonly prefixJson: Buffer,
   ) {}
 
-  writeTo(out: JsonChunker): void {
+  writeTo(out: RangeSink): void {
     const r = new PlanReader(this.plan, this.from);
     let at = 0;
     while (!r.done) at = applyEdit(r, this.json, at, this.prefixJson, out);

@@ -11,7 +11,7 @@ import { Writable } from 'node:stream';
 import t from 'tap';
 import { request } from 'undici';
 import { connect } from '../../../../src/db/connect.js';
-import { DOC, documentIdOf, type DocumentRow } from '../../../../src/export/encode/rows.js';
+import { DOC, documentIdOf, type DocumentRow } from '../../../../src/export/snapshot/rows.js';
 import { PlanWriter, readStoredPlan } from '../../../../src/export/rewrite/plans/plan-store.js';
 import { documentQuery } from '../../../../src/export/snapshot/query.js';
 import { startServer, type TestServer } from '../../../helpers/app.js';

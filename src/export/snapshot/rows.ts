@@ -1,16 +1,4 @@
-/** The rows the encoder reads, in the columns and order snapshot/query.ts selects. */
-
-export interface BookRow {
-  id: string;
-  slug: string;
-  name: string;
-  description: string | null;
-  cover_image: string | null;
-  created_at: string;
-  updated_at: string;
-  /** A random UUID, new in every transaction that changes the export's data (decisions.md D9.1). */
-  export_version: string;
-}
+/** The rows the document cursor reads, in the columns and order query.ts selects; the later stages read them as they are. */
 
 /** Document row positions (snapshot/query.ts): PostgreSQL writes the JSON of all fields the rewrite stage leaves alone. */
 export const DOC = {
