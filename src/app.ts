@@ -51,7 +51,7 @@ function loggerOptions(level: string, stream: Writable): object {
 }
 
 /**
- * The rate-limit store's client (decisions.md D8.5): no offline queue, so a command fails at once
+ * The rate-limit store's client (D8.5): no offline queue, so a command fails at once
  * while Redis is unreachable instead of waiting for a reconnection; short connect and command
  * timeouts; reconnection attempts spaced up to 2 s; its errors logged once per outage.
  */
@@ -79,7 +79,7 @@ async function connectRedis(url: string, outages: OutageLog): Promise<Redis> {
 
 /**
  * Builds the app. With DATABASE_REPLICA_URL it opens the standbys and checks them in the background
- * (decisions.md D11.2, D11.4). Closing it closes the Redis client, the standbys' pools, the rewrite
+ * (D11.2, D11.4). Closing it closes the Redis client, the standbys' pools, the rewrite
  * workers and the plan writer, not the primary's pools.
  */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -99,7 +99,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     genReqId: requestIdOf,
     ...preRoutingOptions(config.requestTimeoutMs),
   });
-  // decisions.md D10.5: every response carries the id its log lines have (hijacked exports copy it).
+  // Every response carries the id its log lines have (hijacked exports copy it) (D10.5).
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
   });
@@ -127,7 +127,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const metrics = new Metrics({ exports: exporter, lookups, exportPoolSize: config.exportConcurrency, lookupPoolSize: config.poolSize });
   if (replicas) registerReplicaMetrics(metrics.registry, replicas);
   app.decorate('metrics', metrics);
-  // decisions.md D10.1-D10.3: outside the open API's context, so neither keyed nor rate limited.
+  // Outside the open API's context, so neither keyed nor rate limited (D10.1-D10.3).
   if (config.metricsPort === undefined) registerMetricsRoute(app, metrics);
   registerOpenApiRoute(app);
   const probes: ReadinessProbe[] = [{ name: 'database', check: () => sql`SELECT 1` }];
@@ -138,7 +138,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await registerHealth(app, new Readiness(probes, config.dbTimeoutMs, outages));
 
   // Requests of the open API that have not yet passed the rate limit: an error thrown for one of
-  // them comes from the limit's store, and is an outage of that store (decisions.md D8.5).
+  // them comes from the limit's store, and is an outage of that store (D8.5).
   const beforeLimit = new WeakSet<FastifyRequest>();
   installErrorHandling(app, {
     outages,
@@ -149,8 +149,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   // The open API lives in its own context so that one rate-limit store counts every request to it,
-  // whatever the route or method (decisions.md D5.4). The limit runs on request, before the key is
-  // verified (401) and before the knowledge base is looked up (404) (decisions.md D5.5).
+  // whatever the route or method (D5.4). The limit runs on request, before the key is
+  // verified (401) and before the knowledge base is looked up (404) (D5.5).
   await app.register(async (api) => {
     api.addHook('onRequest', async (req) => {
       beforeLimit.add(req);
@@ -171,7 +171,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       max: config.rateLimitMax,
       timeWindow: config.rateLimitWindowMs,
       ...(redis ? { redis, nameSpace: `${config.redisKeyPrefix}-rl:` } : {}),
-      // decisions.md D8.5: a limit store that fails must not let unlimited key guessing through.
+      // A limit store that fails must not let unlimited key guessing through (D8.5).
       skipOnError: false,
       errorResponseBuilder: () => new ApiError('RATE_LIMITED'),
     });
@@ -183,7 +183,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     });
     registerExportRoute(api, exporter);
 
-    // Any other method is answered 405 here, in this context, so the limit counts it (decisions.md D7.4).
+    // Any other method is answered 405 here, in this context, so the limit counts it (D7.4).
     api.route({ method: methodsExcept(api, ['GET', 'HEAD']), url: EXPORT_PATH, handler: notServed });
   });
   return app;

@@ -10,7 +10,7 @@ const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debu
 
 /** One field per variable of README's configuration table; times in ms, sizes in bytes. */
 export interface Config {
-  /** Unset: an embedded PostgreSQL in dataDir. May list hosts to follow a failover (decisions.md D11.6). */
+  /** Unset: an embedded PostgreSQL in dataDir. May list hosts to follow a failover (D11.6). */
   databaseUrl: string | undefined;
   databaseReplicaUrls: string[];
   replicaMaxLagMs: number;
@@ -18,9 +18,9 @@ export interface Config {
   dataDir: string;
   host: string;
   port: number;
-  /** Ends with exactly one '/' (decisions.md D3.1). */
+  /** Ends with exactly one '/' (D3.1). */
   mediaProxyPrefix: string;
-  /** Key verifications per client address per window (decisions.md D5.4). */
+  /** Key verifications per client address per window (D5.4). */
   rateLimitMax: number;
   rateLimitWindowMs: number;
   redisUrl: string | undefined;
@@ -42,10 +42,10 @@ export interface Config {
   exportQueueTimeoutMs: number;
   exportPerUserMax: number;
   rewriteTimeoutMs: number;
-  /** Every wait for the database before an answer is due, lookups' statement_timeout too (decisions.md D8.5, D8.7). */
+  /** Every wait for the database before an answer is due, lookups' statement_timeout too (D8.5, D8.7). */
   dbTimeoutMs: number;
   shutdownGraceMs: number;
-  /** Bounds receiving a request's line and headers, never the response (decisions.md D7.4). */
+  /** Bounds receiving a request's line and headers, never the response (D7.4). */
   requestTimeoutMs: number;
   metricsPort: number | undefined;
   shutdownDelayMs: number;

@@ -28,7 +28,7 @@ interface ErrorEnvelope {
 export class ApiError extends Error {
   override name = 'ApiError';
   readonly statusCode: number;
-  /** @param retryAfterS seconds for `Retry-After` on a 429 or 503 (decisions.md D8.1, D8.2, D8.5). */
+  /** @param retryAfterS seconds for `Retry-After` on a 429 or 503 (D8.1, D8.2, D8.5). */
   constructor(
     readonly code: ErrorCode,
     message: string = ERRORS[code].message,
@@ -43,13 +43,13 @@ export function envelope(code: ErrorCode, message: string = ERRORS[code].message
   return { success: false, code, message };
 }
 
-/** Seconds a refused client is told to wait (decisions.md D8.1, D8.2, D8.5): about one short export's time. */
+/** Seconds a refused client is told to wait (D8.1, D8.2, D8.5): about one short export's time. */
 export const RETRY_AFTER_S = 5;
 
-/** The services kb-export depends on, named in a word (decisions.md D10.6). */
+/** The services kb-export depends on, named in a word (D10.6). */
 export type Dependency = 'database' | 'replica' | 'redis';
 
-/** A dependency could not be reached or did not answer in time: 503 before the first byte (decisions.md D8.5). */
+/** A dependency could not be reached or did not answer in time: 503 before the first byte (D8.5). */
 export class DependencyError extends Error {
   override name = 'DependencyError';
   constructor(
@@ -61,7 +61,7 @@ export class DependencyError extends Error {
   }
 }
 
-/** Why a client was dropped, for logs and metrics (decisions.md D6.4, D8.3). */
+/** Why a client was dropped, for logs and metrics (D6.4, D8.3). */
 export type GoneReason = 'gone' | 'stalled' | 'too-slow' | 'deadline';
 
 const GONE_MESSAGES: Record<GoneReason, string> = {
@@ -82,7 +82,7 @@ export class ClientGoneError extends Error {
   }
 }
 
-/** A batch of contentHtml could not be rewritten; only the export that sent it fails (decisions.md D8.6). */
+/** A batch of contentHtml could not be rewritten; only the export that sent it fails (D8.6). */
 export class RewriteWorkerError extends Error {
   override name = 'RewriteWorkerError';
 }

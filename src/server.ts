@@ -34,8 +34,8 @@ const PRUNE_EVERY_MS = 10 * 60_000;
 /** Starts the server; resolves once it listens. Throws when the database or the port is unavailable. */
 export async function serve(config: Config, opts: ServeOptions): Promise<void> {
   const db = await openDatabase(config);
-  // D8.5, D8.7: connecting and every lookup are bounded by DB_TIMEOUT_MS; exports set
-  // their own session timeouts (src/export/snapshot/snapshot.ts).
+  // Connecting and every lookup are bounded by DB_TIMEOUT_MS; exports set their own session
+  // timeouts (src/export/snapshot/snapshot.ts; D8.5, D8.7).
   const connectTimeoutS = Math.max(1, Math.ceil(config.dbTimeoutMs / 1000));
   const sql = connect(db.url, {
     max: config.poolSize,
@@ -82,7 +82,7 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
   // Installed before the API logs that it listens: a SIGTERM just after that line must close the
   // server as any other does, not take Node's default (an exit by the signal, nothing closed).
   const graceful = closeWithGrace({ delay: config.shutdownGraceMs }, async ({ signal, err }) => {
-    // decisions.md D10.2: not ready first, so load balancers stop sending before the server stops taking requests.
+    // Not ready first, so load balancers stop sending before the server stops taking requests (D10.2).
     app.readiness.shutDown();
     if (err) app.log.error({ err }, 'closing after an unexpected error');
     else app.log.info({ signal }, 'closing: running exports may finish');
@@ -114,7 +114,7 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
     await closeDb();
     throw err;
   }
-  // decisions.md D12.4: removals no honoured change token can need are pruned, by one instance at a time.
+  // Removals no honoured change token can need are pruned, by one instance at a time (D12.4).
   pruning = startChangePruning(sql, {
     retentionDays: config.changeRetentionDays,
     everyMs: PRUNE_EVERY_MS,

@@ -1,4 +1,4 @@
-/** API keys: generation, hashing and verification (export-api.md 5, decisions.md D5). */
+/** API keys: generation, hashing and verification (export-api.md 5, D5). */
 import { createHash, randomBytes } from 'node:crypto';
 import type { Sql } from '../db/connect.js';
 
@@ -8,7 +8,7 @@ export function generateApiKey(): string {
   return KEY_PREFIX + randomBytes(32).toString('base64url');
 }
 
-/** SHA-256 of the key's UTF-8 bytes: the only form stored (decisions.md D5.1). */
+/** SHA-256 of the key's UTF-8 bytes: the only form stored (D5.1). */
 export function hashApiKey(key: string): Buffer {
   return createHash('sha256').update(key, 'utf8').digest();
 }

@@ -1,5 +1,5 @@
 /**
- * `kb-export changes` (decisions.md D12): NDJSON upsert/remove records on standard output for the
+ * `kb-export changes` (D12): NDJSON upsert/remove records on standard output for the
  * changes since the state file's token (every document on the first run). The state moves on only
  * once `meta.count` proved the body whole and standard output took every byte, so a failed or
  * killed run replays (at least once, never skipped). Documents are the server's bytes, one at a

@@ -1,5 +1,5 @@
 /**
- * One attempt at `kb-export backup --incremental` (decisions.md D12): the delta since the token
+ * One attempt at `kb-export backup --incremental` (D12): the delta since the token
  * kept in `PATH.token` (record.ts), merged with the old `PATH` (merge.ts) into the new one, written
  * and verified like a download (output.ts, verify.ts) and committed with the delta's token.
  * The delta is read once, to a temporary file beside `PATH` (its documents, one a line), because its

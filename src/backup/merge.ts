@@ -1,7 +1,7 @@
 /**
- * The merge of an incremental backup (decisions.md D12.2): the old file's documents minus the
+ * The merge of an incremental backup (D12.2): the old file's documents minus the
  * delta's removed and changed ids, with the delta's documents inserted in export order (orderKey,
- * then id, compared byte-wise: decisions.md D1), framed as the server frames a full export
+ * then id, compared byte-wise: D1), framed as the server frames a full export
  * (body-format.ts) with the delta's book and a new `meta.count`. Every document keeps the bytes the
  * server wrote (raw-split.ts), so the result equals a full export of the delta's snapshot byte for
  * byte. Both inputs are read as streams: memory holds a document from each and the delta's ids.
@@ -35,7 +35,7 @@ function jsonStringAt(raw: Buffer, at: number): string | null {
 
 /**
  * A document's id and orderKey, read from the head of its JSON text: the export writes `id` first
- * and `orderKey` before any object or array (decisions.md D2.5), and outside a string `,"orderKey":"`
+ * and `orderKey` before any object or array (D2.5), and outside a string `,"orderKey":"`
  * can only be that key (a quote inside a string is escaped). Anything else is parsed in full.
  */
 function idAndOrderKey(raw: Buffer): { id?: unknown; orderKey?: unknown } {

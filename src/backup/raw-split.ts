@@ -1,5 +1,5 @@
 /**
- * Splits an export body (a full export or a delta, JSON or NDJSON: export-api.md 4.1, decisions.md
+ * Splits an export body (a full export or a delta, JSON or NDJSON: export-api.md 4.1,
  * D9.4, D12.2) into its parts as the bytes the server wrote, fed in pieces: the book's JSON text,
  * each document's JSON text, each removed id, and at the end `meta.count`. An incremental backup copies those
  * bytes as they are, so its file can equal a full backup byte for byte; re-encoding parsed values

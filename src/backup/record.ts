@@ -62,7 +62,7 @@ export async function currentEtag(file: string): Promise<{ etag: string; why: nu
   return { etag: record.etag, why: null };
 }
 
-/** The options an incremental backup's token was issued for; another set cannot use it (decisions.md D12.4). */
+/** The options an incremental backup's token was issued for; another set cannot use it (D12.4). */
 export interface TokenOptions {
   book: string;
   format: 'json' | 'ndjson';

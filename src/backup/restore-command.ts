@@ -7,7 +7,7 @@
  * when the parent is not in the file (an inactive or excluded one), so the restored knowledge base
  * exports the same documents; the command says how many. contentHtml and cover URLs come back
  * with the media proxy prefix they were exported with, which a later export leaves as it is
- * (decisions.md D3.2).
+ * (D3.2).
  */
 import { SeedError } from '../errors.js';
 import type { Config } from '../config.js';

@@ -1,5 +1,5 @@
 /**
- * Checks an export body as it streams, in constant memory (export-api.md 4.1, decisions.md D6.3,
+ * Checks an export body as it streams, in constant memory (export-api.md 4.1, D6.3,
  * D9.4): well-formed JSON, `success: true`, and a `meta.count` equal to the documents counted.
  * JSON: one object whose `documents` array holds the documents; NDJSON: the book line, one
  * document per line, `{"meta":{"count":N}}` last. Both read by json-scan.ts, which assembles nothing.

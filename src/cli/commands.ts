@@ -53,7 +53,7 @@ export async function loadCommand(config: Config, file: string, print: Print): P
 
 const ISO = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/;
 
-/** `keys create`: issues a key for a user and prints it once; only its hash is stored (decisions.md D5.1). */
+/** `keys create`: issues a key for a user and prints it once; only its hash is stored (D5.1). */
 export async function createKeyCommand(
   config: Config,
   opts: { user: string; expiresAt?: string; id?: string },
@@ -75,7 +75,7 @@ export async function createKeyCommand(
   });
 }
 
-/** `keys revoke KEY_ID`: revokes a key; the next request with it gets 401 (decisions.md D5.3). */
+/** `keys revoke KEY_ID`: revokes a key; the next request with it gets 401 (D5.3). */
 export async function revokeKeyCommand(config: Config, id: string, print: Print): Promise<void> {
   await withDatabase(config, async (sql) => {
     const rows = await sql`UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = ${id} RETURNING id`;

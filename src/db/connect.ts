@@ -6,9 +6,9 @@ export type Sql = postgres.Sql;
 interface ConnectOptions {
   max: number;
   applicationName: string;
-  /** Seconds a new connection may take (decisions.md D8.5); postgres.js's 30 by default. */
+  /** Seconds a new connection may take (D8.5); postgres.js's 30 by default. */
   connectTimeoutS?: number;
-  /** The sessions' statement_timeout, ms (decisions.md D8.7); the server's default when unset. */
+  /** The sessions' statement_timeout, ms (D8.7); the server's default when unset. */
   statementTimeoutMs?: number;
   /** postgres.js `fetch_types` (default true): only array users need it, and in 3.4 a cut during it ends the server. */
   fetchTypes?: boolean;
@@ -36,7 +36,7 @@ export function connect(url: string, opts: ConnectOptions): Sql {
     },
     ...(opts.connectTimeoutS !== undefined ? { connect_timeout: opts.connectTimeoutS } : {}),
     fetch_types: opts.fetchTypes ?? true,
-    // Timestamps are formatted by PostgreSQL (decisions.md D2.6); keep bigint counts exact.
+    // Timestamps are formatted by PostgreSQL (D2.6); keep bigint counts exact.
     types: {},
   });
 }

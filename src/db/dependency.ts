@@ -1,4 +1,4 @@
-/** Outages of PostgreSQL and the rate-limit store, told apart from bugs, every wait bounded (decisions.md D8.5). */
+/** Outages of PostgreSQL and the rate-limit store, told apart from bugs, every wait bounded (D8.5). */
 import { DependencyError, type Dependency } from '../errors.js';
 
 /** A lost or refused connection: FATAL/PANIC, SQLSTATE 08 or 57P01-57P03, or a postgres.js socket error or timeout. */
@@ -15,7 +15,7 @@ export function isConnectionLost(err: unknown): boolean {
  * the server, never by the text, which follows the session's lc_messages. A standby runs only
  * read-only snapshots, which cannot fail serialisation, and kb-export takes no locks there that
  * could deadlock: both codes then mean that replay cancelled the query. On the primary they never
- * do (decisions.md D11.5).
+ * do (D11.5).
  */
 export function isRecoveryConflict(err: unknown, onStandby: boolean): boolean {
   if (!onStandby) return false;

@@ -1,4 +1,4 @@
-/** Dependency outages, logged once when they start and once when they end, not per request (decisions.md D8.5). */
+/** Dependency outages, logged once when they start and once when they end, not per request (D8.5). */
 import { type Dependency } from '../errors.js';
 
 interface Log {

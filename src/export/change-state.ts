@@ -1,6 +1,6 @@
 /**
  * The change state of a book in the reading transaction's snapshot: what a change token is made
- * from and checked against (change-token.ts, decisions.md D12.1, D12.7, D12.8).
+ * from and checked against (change-token.ts, D12.1, D12.7, D12.8).
  */
 import { TIMELINE_SQL } from '../db/replica/timeline.js';
 
@@ -16,7 +16,7 @@ export interface ChangeState {
   tokenFloor: string;
   /** The cluster's system identifier and the database's oid: a restore elsewhere differs. */
   databaseId: string;
-  /** The WAL timeline the data was read on: a promotion starts a new one (decisions.md D12.8). */
+  /** The WAL timeline the data was read on: a promotion starts a new one (D12.8). */
   timeline: number;
   /**
    * Transactions between the snapshot's xmin and xmax that it saw and that wrote this book (a

@@ -1,4 +1,4 @@
-/** Change tokens (decisions.md D12.1, D12.4, D12.7, D12.8); what a token binds, and its layout: docs/architecture.md. */
+/** Change tokens (D12.1, D12.4, D12.7, D12.8); what a token binds, and its layout: docs/architecture.md. */
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { Sql } from '../db/connect.js';
 import { ApiError, DependencyError } from '../errors.js';
@@ -187,7 +187,7 @@ export interface ChangeTokenConfig {
   secret: Buffer;
   retentionDays: number;
   mediaProxyPrefix: string;
-  /** The output format version the ETags carry (decisions.md D9.1). */
+  /** The output format version the ETags carry (D9.1). */
   outputFormat: string;
 }
 

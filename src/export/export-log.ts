@@ -1,4 +1,4 @@
-/** The two log lines of an export (decisions.md D10.5): user and key ids, never the key. */
+/** The two log lines of an export (D10.5): user and key ids, never the key. */
 import { type GoneReason } from '../errors.js';
 import type { FastifyBaseLogger } from 'fastify';
 
@@ -14,17 +14,17 @@ interface ExportLogFields {
   format: string;
   /** The Content-Encoding (D9.3); `bytes` counts what went on the wire. */
   encoding: string;
-  /** Where the body is read: `primary` or `replica N` (decisions.md D11.2, D10.6). */
+  /** Where the body is read: `primary` or `replica N` (D11.2, D10.6). */
   source: string;
 }
 
 /**
- * Why a failed export failed, for metrics: a standby's recovery conflict (decisions.md D11.5), a
+ * Why a failed export failed, for metrics: a standby's recovery conflict (D11.5), a
  * lost fleet-wide lease (D11.1), or anything else.
  */
 export type FailureCause = 'recovery_conflict' | 'lease_lost' | 'other';
 
-/** What the end of an export reports, for metrics (decisions.md D10.3); `cause` only for `failed`. */
+/** What the end of an export reports, for metrics (D10.3); `cause` only for `failed`. */
 export type ExportEnded = (outcome: ExportOutcome, bytes: number, ms: number, cause?: FailureCause) => void;
 
 interface ExportEnd {

@@ -60,7 +60,7 @@ export interface PipelineRun {
 
 export interface ExportResult extends Sent {
   count: number;
-  /** The snapshot's export version and change token (decisions.md D12.1); '' if it got no snapshot. */
+  /** The snapshot's export version and change token (D12.1); '' if it got no snapshot. */
   version: string;
   token: string;
   /** The whole body, when it was kept for the export cache. */
@@ -216,7 +216,7 @@ class ExportPipeline {
     if (pending !== null) await this.#write(pending.rows, await pending.rewrites, 0, idle);
   }
 
-  /** A delta's removed ids (decisions.md D12.2), a batch at a time, after its documents. */
+  /** A delta's removed ids (D12.2), a batch at a time, after its documents. */
   async #removals(snap: Snapshot, book: BookRow, since: ChangeSince): Promise<void> {
     const timeoutMs = this.#timeouts.fetchMs;
     const params = [book.id, ...sinceParams(since)];

@@ -21,7 +21,7 @@ export function registerExportRoute(api: FastifyInstance, exporter: Exporter): v
     return { request, located: await exporter.locate(request, req.log) };
   }
 
-  /** decisions.md D9.2: 304 before any slot or snapshot is taken. */
+  /** 304 before any slot or snapshot is taken (D9.2). */
   function notModified(req: FastifyRequest, reply: FastifyReply, request: ExportRequest, { book }: Located): boolean {
     const etag = exporter.etag(request, book.id, book.export_version);
     if (!ifNoneMatchHits(req.headers['if-none-match'], etag)) return false;

@@ -56,7 +56,7 @@ export interface Located {
   book: BookLookup;
 }
 
-/** What the exporter reports for metrics (decisions.md D10.3). */
+/** What the exporter reports for metrics (D10.3). */
 export interface ExportStats {
   /** Exports holding a database slot. */
   streaming: number;
@@ -166,7 +166,7 @@ export class Exporter {
 
   /**
    * Where `request` reads, and its book read there: a usable standby in turn, else the primary
-   * (decisions.md D11.2, D11.4). A standby that fails the lookup, or has not finished every
+   * (D11.2, D11.4). A standby that fails the lookup, or has not finished every
    * transaction that `changedSince` saw (D12.7), sends the request to the primary: counted and
    * logged. Throws ApiError BOOK_NOT_FOUND, or a DependencyError (503).
    */
@@ -224,7 +224,7 @@ export class Exporter {
   }
 
   /**
-   * The change tokens of this database (decisions.md D12.1), their secret read once from it; read
+   * The change tokens of this database (D12.1), their secret read once from it; read
    * again after a failure.
    */
   changeTokens(): Promise<ChangeTokens> {
@@ -392,7 +392,7 @@ function isStandbyFailure(err: unknown): boolean {
   return err instanceof DependencyError && err.dependency !== 'redis';
 }
 
-/** `work`, a database outage in it as a DependencyError (503, decisions.md D8.5). */
+/** `work`, a database outage in it as a DependencyError (503, D8.5). */
 async function asDependency<T>(work: Promise<T>): Promise<T> {
   try {
     return await work;

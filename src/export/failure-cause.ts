@@ -1,5 +1,5 @@
 /**
- * Why an export failed, for its log line and metrics (decisions.md D11.1, D11.5): a standby's
+ * Why an export failed, for its log line and metrics (D11.1, D11.5): a standby's
  * recovery conflict, a lost fleet-wide lease, or anything else.
  */
 import type { Sql } from '../db/connect.js';

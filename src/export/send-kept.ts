@@ -1,5 +1,5 @@
 /**
- * A body the export cache kept, sent as an export is (decisions.md D8.9, D8.10): the same writer
+ * A body the export cache kept, sent as an export is (D8.9, D8.10): the same writer
  * rules, and `stop` (the fleet-wide lease's loss, D11.1) fails it as it fails a streamed export.
  */
 import type { ServerResponse } from 'node:http';

@@ -17,7 +17,7 @@ function rawErrorResponse(code: ErrorCode): string {
   return (
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
     'Connection: close\r\n' +
-    // decisions.md D10.5: a request refused before it was parsed still gets an id of its own.
+    // A request refused before it was parsed still gets an id of its own (D10.5).
     `X-Request-Id: ${randomUUID()}\r\n` +
     'Content-Type: application/json; charset=utf-8\r\n' +
     `Content-Length: ${Buffer.byteLength(body)}\r\n` +

@@ -6,7 +6,7 @@ import { ROUTES } from './routes.js';
 
 function send(reply: FastifyReply, code: ErrorCode, message?: string, retryAfterS?: number): FastifyReply {
   const body = envelope(code, message);
-  // decisions.md D8.1, D8.2, D8.5: a refused client is told when to come back.
+  // A refused client is told when to come back (D8.1, D8.2, D8.5).
   if (retryAfterS !== undefined) reply.header('retry-after', String(retryAfterS));
   // RFC 6750 section 3: a 401 names the scheme the client should use.
   if (code === 'INVALID_API_KEY') reply.header('www-authenticate', 'Bearer');
@@ -73,7 +73,7 @@ export function frameworkErrors(
   reply: FastifyReply,
 ): void {
   req.log.info({ err }, 'bad request before routing');
-  // Before routing no onRequest hook runs: the request id (decisions.md D10.5) is set here.
+  // Before routing no onRequest hook runs: the request id (D10.5) is set here.
   reply.header('connection', 'close').header('x-request-id', req.id);
   void send(reply, 'BAD_REQUEST', 'Malformed request URL');
 }

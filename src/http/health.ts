@@ -1,5 +1,5 @@
 /**
- * `/livez` and `/readyz` (decisions.md D10.1, D10.2), outside the open API: no key, not rate
+ * `/livez` and `/readyz` (D10.1, D10.2), outside the open API: no key, not rate
  * limited. Readiness comes from a background check of PostgreSQL (and Redis when configured) every
  * READY_PROBE_INTERVAL_MS, so a probe never costs a database round trip; a dependency that has not
  * answered within READY_STALE_MS makes the server unready, and so does shutting down (SIGTERM turns

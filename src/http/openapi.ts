@@ -12,7 +12,7 @@ function codesByStatus(): Map<number, ErrorCode[]> {
   return byStatus;
 }
 
-const RETRY_AFTER = { description: 'Seconds to wait before retrying (decisions.md D8.1, D8.2, D8.5)', schema: { type: 'integer', minimum: 0 } };
+const RETRY_AFTER = { description: 'Seconds to wait before retrying (D8.1, D8.2, D8.5)', schema: { type: 'integer', minimum: 0 } };
 const REQUEST_ID = { description: 'The request id: the client\'s own when well-formed, else a new UUID (D10.5)', schema: { type: 'string' } };
 
 function errorResponses(): Record<string, object> {

@@ -1,4 +1,4 @@
-/** Before a route answers (decisions.md D7.4): timeouts, parser errors, Host, bodies (never read), methods. */
+/** Before a route answers (D7.4): timeouts, parser errors, Host, bodies (never read), methods. */
 import { METHODS, type IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';

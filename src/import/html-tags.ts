@@ -20,7 +20,7 @@ export const BODY_OPENING_END_TAGS = new Set(['body', 'html', 'br']);
 
 export const HEADINGS = new Set(['h1', 'h2', 'h3', 'h4', 'h5', 'h6']);
 
-/** Start tags whose URLs import-html rewrites (decisions.md D3.3; `a` only as an attachment). */
+/** Start tags whose URLs import-html rewrites (D3.3; `a` only as an attachment). */
 export const MEDIA = new Set(['img', 'source', 'video', 'audio', 'track', 'embed', 'object', 'a']);
 
 export const VOID = new Set([

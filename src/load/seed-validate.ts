@@ -85,7 +85,7 @@ export function validateBook(o: Obj, path: string): SeedBookHeader {
 
 const FONT_SIZES = new Set(['default', '14', '12']);
 
-/** A document record (seed-format.md rules 2–4, 7; decisions.md D2.3 for bodyFontSize). */
+/** A document record (seed-format.md rules 2–4, 7; D2.3 for bodyFontSize). */
 export function validateDocument(v: unknown, path: string): SeedDocument {
   const where = recordName(path, v);
   const o = expectObject(v, where);
@@ -93,7 +93,7 @@ export function validateDocument(v: unknown, path: string): SeedDocument {
   if (typeof status !== 'number' || !Number.isInteger(status) || Math.abs(status) > 2 ** 31 - 1) {
     throw new SeedError(`${where}: missing required field "status" (an integer)`);
   }
-  // 14 and 12 written as numbers mean the presets "14" and "12" (decisions.md D2.3).
+  // 14 and 12 written as numbers mean the presets "14" and "12" (D2.3).
   if (o.bodyFontSize === 14 || o.bodyFontSize === 12) o.bodyFontSize = String(o.bodyFontSize);
   const bodyFontSize = optionalString(o, 'bodyFontSize', where);
   if (bodyFontSize !== null && bodyFontSize !== '' && !FONT_SIZES.has(bodyFontSize)) {

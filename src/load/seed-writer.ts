@@ -72,7 +72,7 @@ export class SeedWriter {
       WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals)`;
   }
 
-  /** Inserts a user and its keys (hash only, decisions.md D5.1). Throws SeedError on a duplicate id or key. */
+  /** Inserts a user and its keys (hash only, D5.1). Throws SeedError on a duplicate id or key. */
   async addUser(u: SeedUser, where: string): Promise<void> {
     await this.settle();
     try {

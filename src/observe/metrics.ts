@@ -1,5 +1,5 @@
 /**
- * Prometheus metrics (decisions.md D10.3), one registry per app: exports by outcome, their duration
+ * Prometheus metrics (D10.3), one registry per app: exports by outcome, their duration
  * and bytes, exports streaming and waiting, the export cache's hits and misses, rewrite worker
  * restarts, rewrite plans, the database pools' use, all named `kb_export_…`, and the runtime's
  * default process and Node.js metrics under their standard names, which stock dashboards expect.
@@ -43,7 +43,7 @@ export class Metrics {
     this.#failures = new Counter({
       name: 'kb_export_export_failures_total',
       help:
-        'Failed exports by cause: recovery_conflict (a hot standby cancelled the snapshot to replay the primary, decisions.md D11.5), ' +
+        'Failed exports by cause: recovery_conflict (a hot standby cancelled the snapshot to replay the primary, D11.5), ' +
         'lease_lost (the fleet-wide per-user lease was lost, D11.1), other.',
       labelNames: ['cause'],
       registers,
@@ -148,7 +148,7 @@ async function exposition(metrics: Metrics): Promise<{ contentType: string; body
   return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
 }
 
-/** `GET /metrics` on `app` (decisions.md D10.3): no key, outside the open API's rate limit. */
+/** `GET /metrics` on `app` (D10.3): no key, outside the open API's rate limit. */
 export function registerMetricsRoute(app: FastifyInstance, metrics: Metrics): void {
   app.get('/metrics', { exposeHeadRoute: true }, async (_req, reply) => {
     const { contentType, body } = await exposition(metrics);

@@ -1,5 +1,5 @@
 /**
- * Replay lag from WAL positions (decisions.md D11.4): each sample of the primary's flushed position
+ * Replay lag from WAL positions (D11.4): each sample of the primary's flushed position
  * keeps the time it was first seen, and a standby that has replayed up to `R` is behind by the time
  * since the first sample past `R`. Unlike `pg_last_xact_replay_timestamp()` an idle primary shows
  * no lag and no clocks are mixed; unlike a heartbeat row it needs no table or WAL of its own. The

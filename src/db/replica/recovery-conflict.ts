@@ -1,5 +1,5 @@
 /**
- * A hot standby's recovery conflict (decisions.md D11.5): the standby cancelled a query, or ended
+ * A hot standby's recovery conflict (D11.5): the standby cancelled a query, or ended
  * its session, because replaying the primary's changes could not wait longer
  * (max_standby_streaming_delay). PostgreSQL reports it as SQLSTATE 40001 (a snapshot, lock or
  * tablespace conflict) or 40P01 (a buffer pin deadlock), in words that follow lc_messages.

@@ -1,5 +1,5 @@
 /**
- * The standbys' use and lag in Prometheus metrics (decisions.md D10.3, D11.4), read from a
+ * The standbys' use and lag in Prometheus metrics (D10.3, D11.4), read from a
  * ReplicaSet when scraped. Standbys are labelled by their index in DATABASE_REPLICA_URL, never by
  * host (D10.6).
  */

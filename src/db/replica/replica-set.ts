@@ -1,5 +1,5 @@
 /**
- * The hot standbys exports read from (DATABASE_REPLICA_URL, decisions.md D11.2, D11.4): a
+ * The hot standbys exports read from (DATABASE_REPLICA_URL, D11.2, D11.4): a
  * background check, one round per interval whatever the request rate, samples the primary's WAL
  * position and each standby's replay position (lsn-history.ts says why positions) and decides per
  * standby: usable, lagging (over REPLICA_MAX_LAG_MS, or by how much is unknown) or down (no
@@ -53,7 +53,7 @@ export interface ReplicaSetOptions {
   maxLagMs: number;
   /** REPLICA_CHECK_INTERVAL_MS: time between the end of one round and the start of the next. */
   intervalMs: number;
-  /** Bound on each query of a round (decisions.md D8.5); rounds never overlap, so it may exceed intervalMs. */
+  /** Bound on each query of a round (D8.5); rounds never overlap, so it may exceed intervalMs. */
   timeoutMs: number;
   log: Log;
 }

@@ -1,7 +1,7 @@
 /**
  * The WAL timeline a server's data is read on, as an SQL expression: the one a primary writes, or the
  * highest one a hot standby is known to receive or replay. A promotion starts a new timeline, so
- * data read on different timelines may be of different histories (decisions.md D12.8). A standby's
+ * data read on different timelines may be of different histories (D12.8). A standby's
  * received timeline is readable with pg_read_all_stats (or as superuser); without it, the timeline of
  * its last restartpoint or minimum recovery point, which may lag behind a switch for a while.
  */

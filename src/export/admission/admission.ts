@@ -1,5 +1,5 @@
 /**
- * Admission (decisions.md D8.1, D8.2, D8.9): database slots, a queue in arrival order, and a per-user
+ * Admission (D8.1, D8.2, D8.9): database slots, a queue in arrival order, and a per-user
  * cap counting queued and cached exports too; a client that leaves while it waits costs nothing.
  */
 import { ApiError, ClientGoneError, RETRY_AFTER_S } from '../../errors.js';

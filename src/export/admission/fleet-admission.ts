@@ -1,5 +1,5 @@
 /**
- * Admission across the fleet (decisions.md D11.1, D8.2, D8.5): with REDIS_URL the per-user cap is
+ * Admission across the fleet (D11.1, D8.2, D8.5): with REDIS_URL the per-user cap is
  * a lease in Redis (user-leases.ts), taken before the instance's own slot and queue
  * (admission.ts), held while the export waits and streams, given back when it ends. Slots and the
  * queue stay per instance: each protects its own connections.

@@ -1,5 +1,5 @@
 /**
- * The per-user export cap across the fleet (decisions.md D11.1, D8.2): one redis-semaphore
+ * The per-user export cap across the fleet (D11.1, D8.2): one redis-semaphore
  * `Semaphore` per user, renewed here (its own refresh timer lets a Redis error escape unhandled,
  * redis-semaphore#199) while the export streams; a lease not renewed within its TTL is dropped, so
  * a dead instance's share comes back within seconds. Redis unreachable: DependencyError, 503
@@ -42,7 +42,7 @@ export interface UserLeasesOptions {
   keyPrefix: string;
   /** EXPORT_PER_USER_MAX. */
   perUserMax: number;
-  /** Bound on each Redis call, ms (decisions.md D8.5). */
+  /** Bound on each Redis call, ms (D8.5). */
   timeoutMs: number;
   /** How long a lease outlives its last renewal, ms: a dead instance's share comes back after this. */
   ttlMs?: number;

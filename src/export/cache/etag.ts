@@ -1,4 +1,4 @@
-/** Export ETags (decisions.md D9.1): strong for identity bodies, weak for compressed ones, whose bytes may differ. */
+/** Export ETags (D9.1): strong for identity bodies, weak for compressed ones, whose bytes may differ. */
 import { createHash } from 'node:crypto';
 import type { ExportRequest } from '../request/export-request.js';
 import { PLAN_RULES_VERSION } from '../rewrite/plans/rewrite-plan.js';

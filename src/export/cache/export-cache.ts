@@ -11,7 +11,7 @@ export interface ExportCacheKey {
   format?: BodyFormat;
 }
 
-/** A kept body and the change token of the snapshot it was read from (decisions.md D12.1). */
+/** A kept body and the change token of the snapshot it was read from (D12.1). */
 export interface Kept {
   body: Buffer;
   token: string;
@@ -25,7 +25,7 @@ interface Entry extends Kept {
 
 /**
  * How long a body is served again, ms: far below the shortest CHANGE_RETENTION_DAYS (1), so the
- * token it carries is never one a delta request would refuse as too old (decisions.md D12.3).
+ * token it carries is never one a delta request would refuse as too old (D12.3).
  */
 export const KEEP_MS = 60 * 60 * 1000;
 

@@ -1,9 +1,9 @@
-/** The two body shapes, one JSON object (export-api.md 4.1) or NDJSON (decisions.md D9.4), differ only in framing. */
+/** The two body shapes, one JSON object (export-api.md 4.1) or NDJSON (D9.4), differ only in framing. */
 import { MEDIA_TYPES, type BodyFormat } from '../request/negotiate.js';
 
 const EXPORT_VARY = 'Accept, Accept-Encoding';
 
-/** Response headers of a successful export (decisions.md D6.5, D9.3, D9.4). */
+/** Response headers of a successful export (D6.5, D9.3, D9.4). */
 export function exportHeaders(format: BodyFormat, encoding = 'identity'): Record<string, string> {
   return {
     'content-type': format === 'json' ? 'application/json; charset=utf-8' : MEDIA_TYPES.ndjson,
@@ -18,12 +18,12 @@ export interface Framing {
   readonly afterBook: string;
   readonly between: Buffer | null;
   readonly afterDocument: Buffer | null;
-  /** A delta's removed ids (decisions.md D12.2): what opens them, what goes before and after each id's JSON text. */
+  /** A delta's removed ids (D12.2): what opens them, what goes before and after each id's JSON text. */
   readonly removedOpen: Buffer;
   readonly removedBefore: Buffer | null;
   readonly removedBetween: Buffer | null;
   readonly removedAfter: Buffer | null;
-  /** The end: written only after the snapshot was read in full (decisions.md D6.3). */
+  /** The end: written only after the snapshot was read in full (D6.3). */
   closing(count: number): string;
 }
 

@@ -1,4 +1,4 @@
-/** Encodes the body piece by piece (decisions.md D2); columns come as JSON text PostgreSQL escaped, copied as bytes. */
+/** Encodes the body piece by piece (D2); columns come as JSON text PostgreSQL escaped, copied as bytes. */
 import { FRAMING } from './body-format.js';
 import type { BodyFormat } from '../request/negotiate.js';
 import type { JsonChunker } from './json-encoder.js';
@@ -10,7 +10,7 @@ function nullable(s: string | null): string {
   return s === null || s === '' ? 'null' : JSON.stringify(s);
 }
 
-/** The body up to its first document; book fields in the order of table 2.1 (decisions.md D2.5). */
+/** The body up to its first document; book fields in the order of table 2.1 (D2.5). */
 export function encodeOpening(book: BookRow, format: BodyFormat = 'json'): string {
   const framing = FRAMING[format];
   return framing.head + encodeBook(book) + framing.afterBook;
@@ -26,7 +26,7 @@ function encodeBook(book: BookRow): string {
     JSON.stringify(book.name) +
     ',"description":' +
     nullable(book.description) +
-    // decisions.md D3.6: book.coverImage is returned as stored.
+    // Book.coverImage is returned as stored (D3.6).
     ',"coverImage":' +
     nullable(book.cover_image) +
     ',"createdAt":' +
@@ -37,7 +37,7 @@ function encodeBook(book: BookRow): string {
   );
 }
 
-/** The closing with `meta.count`, written only after the snapshot was read in full (decisions.md D6.3). */
+/** The closing with `meta.count`, written only after the snapshot was read in full (D6.3). */
 export function encodeClosing(count: number, format: BodyFormat = 'json'): string {
   return FRAMING[format].closing(count);
 }

@@ -20,9 +20,9 @@ interface ExportBodyOptions {
   format?: BodyFormat;
   chunkSize?: number;
   captureUpTo?: number;
-  /** Flush the sink after every batch: a compressor holds back what it was given (decisions.md D9.3). */
+  /** Flush the sink after every batch: a compressor holds back what it was given (D9.3). */
   flushEachBatch?: boolean;
-  /** Yields to the event loop when a slice has run its time (decisions.md D8.8). */
+  /** Yields to the event loop when a slice has run its time (D8.8). */
   pause: Pause;
 }
 
@@ -105,7 +105,7 @@ export class ExportBody {
   }
 
   /**
-   * Writes a delta's removed ids (decisions.md D12.2), each its JSON string's bytes, after every
+   * Writes a delta's removed ids (D12.2), each its JSON string's bytes, after every
    * document; call it for each batch of them, with none at all for a delta without removals.
    */
   async writeRemoved(ids: readonly Buffer[]): Promise<void> {
@@ -127,7 +127,7 @@ export class ExportBody {
     }
   }
 
-  /** Writes the closing with `meta.count`: only after the snapshot committed (decisions.md D6.3). */
+  /** Writes the closing with `meta.count`: only after the snapshot committed (D6.3). */
   async finish(): Promise<void> {
     this.#chunker.push(encodeClosing(this.#count, this.#format));
     await this.#writeChunks();

@@ -1,6 +1,6 @@
 /** The knowledge base a request names, looked up where its export will read (export-api.md 4.1 rule 6, D11.3). */
 
-/** A timestamp as ISO 8601 in UTC with milliseconds (decisions.md D2.3), formatted by PostgreSQL. */
+/** A timestamp as ISO 8601 in UTC with milliseconds (D2.3), formatted by PostgreSQL. */
 export const iso = (col: string) => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
 /** The book object's columns (export-api.md table 2.1), as the encoder writes them. */
@@ -12,7 +12,7 @@ export interface BookRow {
   cover_image: string | null;
   created_at: string;
   updated_at: string;
-  /** A random UUID, new in every transaction that changes the export's data (decisions.md D9.1). */
+  /** A random UUID, new in every transaction that changes the export's data (D9.1). */
   export_version: string;
 }
 
@@ -25,7 +25,7 @@ const BOOK_QUERY = `
   WHERE owner_id = $1 AND slug = $2`;
 
 /**
- * A book row as looked up, with the change tokens' floor (decisions.md D12.3), which keeps exports
+ * A book row as looked up, with the change tokens' floor (D12.3), which keeps exports
  * cached apart, and the lookup's snapshot xmin: on a standby, every transaction below it has finished
  * there, and so it has in any later snapshot there (D12.7).
  */

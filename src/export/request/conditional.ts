@@ -1,4 +1,4 @@
-/** `If-None-Match` (decisions.md D9.2, RFC 9110 13.1.2): `*` or entity tags compared weakly. */
+/** `If-None-Match` (D9.2, RFC 9110 13.1.2): `*` or entity tags compared weakly. */
 export function ifNoneMatchHits(header: string | undefined, etag: string): boolean {
   if (header === undefined) return false;
   const value = header.trim();

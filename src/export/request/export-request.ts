@@ -7,13 +7,13 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { bodyFormatOf, contentEncodingOf, type BodyFormat, type ContentEncoding } from './negotiate.js';
 import { booleanParam, tokenParam } from './params.js';
 
-/** What each exported document carries (export-api.md 4.1, decisions.md D4). */
+/** What each exported document carries (export-api.md 4.1, D4). */
 export interface ExportOptions {
   excludeCategories: boolean;
   includeContentHtml: boolean;
 }
 
-/** The API key's user and the key itself, by id: never the key (decisions.md D10.5). */
+/** The API key's user and the key itself, by id: never the key (D10.5). */
 export interface Caller {
   userId: string;
   keyId: string;
@@ -25,7 +25,7 @@ export interface ExportRequest {
   options: ExportOptions;
   format: BodyFormat;
   encoding: ContentEncoding;
-  /** Only what changed since this change token's export, and what left it (decisions.md D12.2); null: all. */
+  /** Only what changed since this change token's export, and what left it (D12.2); null: all. */
   changedSince: string | null;
 }
 

@@ -1,4 +1,4 @@
-/** Query parameters of the export (export-api.md 4.1, decisions.md D4). */
+/** Query parameters of the export (export-api.md 4.1, D4). */
 import { ApiError } from '../../errors.js';
 import { MAX_CHANGED_SINCE_CHARS } from '../../http/routes.js';
 
@@ -12,7 +12,7 @@ export function booleanParam(query: Record<string, unknown>, name: string, def: 
 }
 
 /**
- * A change token parameter (decisions.md D12.2): its value, null when absent. Empty, repeated or
+ * A change token parameter (D12.2): its value, null when absent. Empty, repeated or
  * longer than MAX_CHANGED_SINCE_CHARS throws ApiError INVALID_PARAMETER; the token itself is checked
  * by the export.
  */

@@ -1,4 +1,4 @@
-/** A pipelined request's response gets its socket only after the ones before it (decisions.md D8.10). */
+/** A pipelined request's response gets its socket only after the ones before it (D8.10). */
 import type { ServerResponse } from 'node:http';
 
 /** Resolves once `res` has its socket; rejects with `signal`'s reason when the client goes first. */

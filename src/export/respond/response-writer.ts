@@ -7,7 +7,7 @@ import { sendQueueProbe, type SendQueueProbe } from './send-queue.js';
 const WRITE_SLICE_BYTES = 64 * 1024;
 
 export interface ResponseWriterOptions {
-  /** Milliseconds (> 0): stall limit and the drain floor's window (decisions.md D6.4, D8.3). */
+  /** Milliseconds (> 0): stall limit and the drain floor's window (D6.4, D8.3). */
   stallTimeoutMs: number;
   /** Bytes per second a client must accept while data waits; 0 turns the floor off (D8.3). */
   minDrainBytesPerS: number;

@@ -3,7 +3,7 @@ import type { GoneReason } from '../../errors.js';
 
 export interface Sent {
   outcome: 'complete' | 'client_gone';
-  /** Why the client was dropped, when it was (decisions.md D6.4, D8.3). */
+  /** Why the client was dropped, when it was (D6.4, D8.3). */
   reason?: GoneReason;
   /** Bytes written to the socket. */
   bytes: number;

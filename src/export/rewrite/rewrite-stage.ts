@@ -35,7 +35,7 @@ interface Pending {
   text: Buffer;
 }
 
-/** `cover.url`'s JSON text as exported (decisions.md D3.6), or null when there is no cover (D2.4). */
+/** `cover.url`'s JSON text as exported (D3.6), or null when there is no cover (D2.4). */
 function coverUrlJson(stored: Buffer | null, prefix: string): Buffer | null {
   if (stored === null || stored.length === 0) return null;
   return Buffer.from(JSON.stringify(rewriteMediaUrl(stored.toString('utf8'), prefix)));

@@ -1,4 +1,4 @@
-/** How many rows the next FETCH asks for, from their sizes before they are fetched (decisions.md D8.4). */
+/** How many rows the next FETCH asks for, from their sizes before they are fetched (D8.4). */
 
 /** Bytes a row costs beyond its variable-length columns: the fixed columns, JSON keys and quoting. */
 export const ROW_OVERHEAD_BYTES = 512;

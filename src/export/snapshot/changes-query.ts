@@ -1,5 +1,5 @@
 /**
- * A delta's SQL (decisions.md D12.2, D12.3): `$1` the book id, `$2` and `$3` what the change token's
+ * A delta's SQL (D12.2, D12.3): `$1` the book id, `$2` and `$3` what the change token's
  * snapshot saw (change-token.ts `ChangeSince`): a pg_snapshot, and xids it saw beyond it.
  */
 import { documentQuery, documentSizeQuery, type DocumentQueryOptions } from './query.js';
@@ -21,7 +21,7 @@ export function changedDocumentQuery(opts: DocumentQueryOptions): string {
   return documentQuery(opts, since(changedColumn(opts)));
 }
 
-/** The size cursor of changedDocumentQuery: same rows, same order (decisions.md D8.4). */
+/** The size cursor of changedDocumentQuery: same rows, same order (D8.4). */
 export function changedDocumentSizeQuery(opts: DocumentQueryOptions): string {
   return documentSizeQuery(opts, since(changedColumn(opts)));
 }

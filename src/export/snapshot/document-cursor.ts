@@ -1,5 +1,5 @@
 /**
- * Batches bounded in bytes before they are fetched (decisions.md D8.4): a size cursor (no body read)
+ * Batches bounded in bytes before they are fetched (D8.4): a size cursor (no body read)
  * runs beside the export cursor; the next two batches are asked for as soon as the current one arrives.
  */
 import { type DocumentRow } from './rows.js';
@@ -84,7 +84,7 @@ export class DocumentCursor {
     return rows.length === 0 && !first ? null : rows;
   }
 
-  /** Asks for batches up to AHEAD, none past a row larger than the budget, so at most one is in memory (decisions.md D8.4). */
+  /** Asks for batches up to AHEAD, none past a row larger than the budget, so at most one is in memory (D8.4). */
   #fill(): void {
     while (this.#ahead.length < AHEAD) {
       const before = this.#ahead.at(-1);

@@ -1,7 +1,7 @@
 /**
  * How long an export's snapshot may sit idle between two of its statements: raised, never lowered,
  * as the export takes on bytes that a client reading at the drain floor needs time for, so that no
- * database timeout cuts a client the export itself would keep (decisions.md D8.7).
+ * database timeout cuts a client the export itself would keep (D8.7).
  */
 import type { Snapshot } from './snapshot.js';
 

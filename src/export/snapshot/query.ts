@@ -13,12 +13,12 @@ function documentsOf(opts: DocumentQueryOptions, filter = ''): string {
   WHERE book_id = $1 AND status = 1${opts.excludeCategories ? ` AND type <> 'category'` : ''}${filter ? ` AND (${filter})` : ''}`;
 }
 
-/** Byte-wise order key, then id (decisions.md D1.1, D1.2), served by documents_export_idx. */
+/** Byte-wise order key, then id (D1.1, D1.2), served by documents_export_idx. */
 const ORDER = 'ORDER BY order_key, id';
 
-/** A column's JSON text (PostgreSQL escapes it); `nullable`: NULL or '' is null (decisions.md D2.1). */
+/** A column's JSON text (PostgreSQL escapes it); `nullable`: NULL or '' is null (D2.1). */
 const json = (col: string, nullable = false) => (nullable ? `coalesce(to_json(nullif(${col}, ''))::text, 'null')` : `to_json(${col})::text`);
-/** A column's JSON text, `def` when it is NULL or '' (decisions.md D2.2-D2.4). */
+/** A column's JSON text, `def` when it is NULL or '' (D2.2-D2.4). */
 const withDefault = (col: string, def: string) => `to_json(coalesce(nullif(${col}, ''), '${def}'))::text`;
 
 const plansRead = (opts: DocumentQueryOptions) => opts.includeContentHtml && opts.withPlans === true;
@@ -69,7 +69,7 @@ export function documentQuery(opts: DocumentQueryOptions, filter = ''): string {
 }
 
 /**
- * Each row's variable-length bytes (decisions.md D8.4): `octet_length` reads a TOAST header, not the
+ * Each row's variable-length bytes (D8.4): `octet_length` reads a TOAST header, not the
  * body. A stored plan arrives as bytea's hex text, two characters a byte.
  */
 export function documentSizeQuery(opts: DocumentQueryOptions, filter = ''): string {

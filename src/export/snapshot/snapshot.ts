@@ -1,12 +1,12 @@
 /**
- * The export's snapshot (decisions.md D6.1, D8.7), each statement also bounded on the client (D8.5): a
+ * The export's snapshot (D6.1, D8.7), each statement also bounded on the client (D8.5): a
  * late one fails the snapshot at once; a lost connection is sent nothing more (db/transaction.ts).
  */
 import { DependencyError } from '../../errors.js';
 import type { Sql } from '../../db/connect.js';
 import { inTransaction, type TransactionSql } from '../../db/transaction.js';
 
-/** Milliseconds (decisions.md D8.5, D8.7). */
+/** Milliseconds (D8.5, D8.7). */
 export interface SnapshotTimeouts {
   startMs: number;
   /** For a FETCH once the export streams; also the session's statement_timeout. */

@@ -1,4 +1,4 @@
-/** A flagged contentHtml's rewrite plan, with parse5 fed in pieces and no object kept per edit (decisions.md D8.8). */
+/** A flagged contentHtml's rewrite plan, with parse5 fed in pieces and no object kept per edit (D8.8). */
 import { HtmlMediaRewriter, type Edit } from '../rewriter/html-rewriter.js';
 import { jsonPrefixBytes, PlanBuilder } from './rewrite-plan.js';
 import type { Pause } from '../../../event-loop.js';
@@ -12,7 +12,7 @@ const PIECE_BYTES = 64 * 1024;
 /**
  * The slowest the rewriter plans, bytes of JSON text per second: far below its measured speed (about
  * 3 MB/s for nothing but `<img src=a>`). What a batch's planning is allowed, on a worker and in the
- * snapshot's idle timeout (decisions.md D8.7).
+ * snapshot's idle timeout (D8.7).
  */
 export const SLOWEST_PLANNING_BYTES_PER_S = 1024 * 1024;
 
@@ -64,7 +64,7 @@ export function planContentHtml(j: Buffer, prefix: string, pieceBytes = PIECE_BY
 
 /**
  * planContentHtml in slices of about `pieceBytes`, calling `pause` after each: the plan, or its promise
- * once a pause yielded on the way (decisions.md D8.8). Most documents are one short piece, and a
+ * once a pause yielded on the way (D8.8). Most documents are one short piece, and a
  * promise for each cost 2-5 % more CPU on documents of a few hundred bytes.
  */
 export function planContentHtmlSliced(j: Buffer, prefix: string, pause: Pause, pieceBytes = PIECE_BYTES): Buffer | Promise<Buffer> {

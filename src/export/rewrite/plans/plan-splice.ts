@@ -99,7 +99,7 @@ const COUNTED = new (class implements RangeSink {
 
 /**
  * The spliced length, or -1 when the plan does not fit `json`. A number unless the event-loop slice
- * ran out on the way (decisions.md D8.8): most plans are a few edits, and a promise per document cost more.
+ * ran out on the way (D8.8): most plans are a few edits, and a promise per document cost more.
  */
 export function splicedLength(json: Buffer, plan: Buffer, prefixJson: Buffer, pause: Pause, from = 0): number | Promise<number> {
   return measure(new PlanReader(plan, from), json, prefixJson, pause, 0, 0);

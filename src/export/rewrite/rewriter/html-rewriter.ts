@@ -23,7 +23,7 @@ export function urlTransformRules(transform: (url: string) => string): UrlRewrit
   return { url: transform, srcset: (v) => mapSrcsetUrls(v, transform) };
 }
 
-/** decisions.md D3.3: element -> attributes rewritten (`a` is gated separately). */
+/** Element -> attributes rewritten (`a` is gated separately) (D3.3). */
 const REWRITTEN_ATTRS: ReadonlyMap<string, ReadonlyMap<string, AttrKind>> = new Map([
   ['img', new Map<string, AttrKind>([['src', 'url'], ['srcset', 'srcset']])],
   ['source', new Map<string, AttrKind>([['src', 'url'], ['srcset', 'srcset']])],
@@ -169,11 +169,11 @@ function isAttachmentLink(tag: StartTag): boolean {
   return false;
 }
 
-/** D3.3's media tag names as they may be written after `<` (`image` is parsed as `img`); `a` is gated apart. */
+/** The media tag names as they may be written after `<` (`image` is parsed as `img`); `a` is gated apart (D3.3). */
 const MEDIA_TAG_NAMES = [...REWRITTEN_ATTRS.keys(), 'image'].filter((name) => name !== 'a').join('|');
 const ANCHOR_MARKERS = /download|data-type/i;
 
-/** D3.3 pre-check, no false negatives: a media tag name after `<`; an `a` only with `download` or `data-type`. */
+/** The pre-check, with no false negatives: a media tag name after `<`; an `a` only with `download` or `data-type` (D3.3). */
 export function mediaPreCheck(terminators: string): (text: string) => boolean {
   const media = new RegExp(`<(?:${MEDIA_TAG_NAMES})(?:[${terminators}]|$)`, 'i');
   const anchor = new RegExp(`<a(?:[${terminators}]|$)`, 'i');

@@ -1,4 +1,4 @@
-/** Media proxy URL rules (decisions.md D3.1, D3.2, D3.6, D3.7), on char codes: they run for every URL. */
+/** Media proxy URL rules (D3.1, D3.2, D3.6, D3.7), on char codes: they run for every URL. */
 import { isAsciiAlpha, isAsciiWhitespace } from './ascii.js';
 import { mapSrcsetRanges } from './srcset.js';
 import { normalisePath, pathNeedsNormalising } from './url-path.js';

@@ -54,7 +54,7 @@ export class RewritePool {
   /**
    * Plans of flagged contentHtml JSON texts, in order (empty: unchanged). Rejects with RewriteWorkerError,
    * also when the worker spends longer on the batch than `jobTimeoutMs` plus its bytes at the slowest
-   * planning speed (decisions.md D8.6).
+   * planning speed (D8.6).
    */
   plan(texts: readonly Buffer[], prefix: string): Promise<Buffer[]> {
     if (this.#closed) return Promise.reject(new RewriteWorkerError('the rewrite pool is closed'));
