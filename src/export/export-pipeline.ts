@@ -165,7 +165,8 @@ class ExportPipeline {
     const since = request.changedSince === null ? null : tokens.accept(request.changedSince, state, request.options);
     this.#token = tokens.issue(state, request.options);
     const rows = Math.max(1, Math.trunc(settings.batchRows));
-    const cursor = await DocumentCursor.open(snap, { ...request.options, withPlans: settings.plans !== null }, book.id, since, {
+    const selection = since !== null ? { since } : request.after !== null ? { after: request.after } : { all: true as const };
+    const cursor = await DocumentCursor.open(snap, { ...request.options, withPlans: settings.plans !== null }, book.id, selection, {
       budgetBytes: settings.batchBytes,
       maxRows: rows,
       firstRows: Math.min(rows, FIRST_BATCH_ROWS),

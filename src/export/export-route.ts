@@ -45,10 +45,10 @@ export function registerExportRoute(api: FastifyInstance, exporter: Exporter): v
   api.head<ExportRoute>(EXPORT_PATH, { preParsing: refuseBody }, async (req, reply) => {
     const { request, located } = await read(req);
     if (notModified(req, reply, request, located)) return reply;
-    const { etag, token } = await exporter.head(request, located, req.log);
+    const own = await exporter.head(request, located, req.log);
     return reply
       .code(200)
-      .headers({ ...exportHeaders(request.format, request.encoding), etag, 'export-change-token': token })
+      .headers({ ...exportHeaders(request.format, request.encoding), ...own })
       .send();
   });
 }

@@ -197,11 +197,12 @@ export class Exporter {
   }
 
   /**
-   * The ETag and change token a `HEAD` of `request` announces, for the book's change state read now;
+   * The headers of its own a `HEAD` of `request` announces (ETag, change token, media prefix: D9.1,
+   * D12.1, D13.3), for the book's change state read now;
    * checks its `changedSince` as a `GET` would (400, 410), on the primary when the standby cannot
    * answer it (D12.7).
    */
-  async head(request: ExportRequest, located: Located, log: FastifyBaseLogger): Promise<{ etag: string; token: string }> {
+  async head(request: ExportRequest, located: Located, log: FastifyBaseLogger): Promise<Record<string, string>> {
     const tokens = await asDependency(this.changeTokens());
     const stateOn = (sql: Sql) =>
       this.#lookups.read(sql, 'change state', (on) =>
@@ -220,7 +221,11 @@ export class Exporter {
         tokens.accept(request.changedSince, state, request.options);
       }
     }
-    return { etag: this.etag(request, located.book.id, version), token: tokens.issue(state, request.options) };
+    return {
+      etag: this.etag(request, located.book.id, version),
+      'export-change-token': tokens.issue(state, request.options),
+      'export-media-prefix': this.#config.mediaProxyPrefix,
+    };
   }
 
   /**
@@ -275,8 +280,8 @@ export class Exporter {
     try {
       await responseTurn(res, ctx.signal);
       changeTokens = await asDependency(this.changeTokens());
-      // A delta is never kept: it is small, and its bytes depend on the token too.
-      kept = request.changedSince === null ? this.#cache.get(key) : undefined;
+      // Only a full export is kept: a delta's bytes depend on its token, a resumed one's on its position.
+      kept = isFull(request) ? this.#cache.get(key) : undefined;
       admitted = await this.#admission.acquire(caller.userId, ctx.signal, kept === undefined);
       this.#cache.counted(kept !== undefined);
     } catch (err) {
@@ -295,6 +300,7 @@ export class Exporter {
       ctx.takeOver();
       res.setHeader('etag', this.etag(request, located.book.id, version));
       res.setHeader('export-change-token', token);
+      res.setHeader('export-media-prefix', this.#config.mediaProxyPrefix);
     };
     try {
       const outcome =
@@ -330,7 +336,7 @@ export class Exporter {
     },
   ): Promise<Outcome> {
     const settings = request.options.includeContentHtml ? this.#settings.withHtml : this.#settings.withoutHtml;
-    const captureUpTo = request.changedSince === null ? this.#cache.maxEntryBytes : 0;
+    const captureUpTo = isFull(request) ? this.#cache.maxEntryBytes : 0;
     for (let source = located.source; ; ) {
       run.watch.current = watchCause(source, this.#config.dbTimeoutMs);
       try {
@@ -376,6 +382,9 @@ export class Exporter {
 function ended(log: ExportLog, o: Outcome): void {
   log.end(o.outcome, { ...(o.cached ? { cached: true } : {}), count: o.count, bytes: o.bytes, ...(o.reason ? { reason: o.reason } : {}) });
 }
+
+/** Every document of the book: neither a delta nor a resumed export. */
+const isFull = (request: ExportRequest) => request.changedSince === null && request.after === null;
 
 /** The export cache's key of `request` for `book` as looked up. */
 function cacheKey(request: ExportRequest, book: BookLookup): ExportCacheKey {

@@ -67,6 +67,15 @@ function openApiDocument(): Record<string, unknown> {
           'The Export-Change-Token of an earlier export with the same options: only the documents that changed or entered since, and the ids that left (D12.2); 400 for a token of other options or another book, 410 once expired or after a failover (D12.8)',
         schema: { type: 'string', minLength: 1, maxLength: MAX_CHANGED_SINCE_CHARS, pattern: '^[A-Za-z0-9_-]+$' },
       },
+      {
+        name: 'afterOrderKey',
+        in: 'query',
+        required: false,
+        description:
+          'With afterId: only the documents after this position in the export order, from a new snapshot, to resume a cut export (D13.1); one without the other, or either with changedSince, is 400',
+        schema: { type: 'string', maxLength: 1024 },
+      },
+      { name: 'afterId', in: 'query', required: false, description: 'The document id of the position, with afterOrderKey (D13.1)', schema: { type: 'string', maxLength: 1024 } },
       { name: 'If-None-Match', in: 'header', required: false, description: 'ETags (or `*`) the client holds: 304 when one matches (D9.2)', schema: { type: 'string' } },
       { name: 'Accept', in: 'header', required: false, description: '`application/x-ndjson` (preferred by q-value or order) selects NDJSON (D9.4)', schema: { type: 'string' } },
       { name: 'Accept-Encoding', in: 'header', required: false, description: '`zstd`, `br`, `gzip` by q-value (D9.3)', schema: { type: 'string' } },
@@ -80,6 +89,10 @@ function openApiDocument(): Record<string, unknown> {
           'Export-Change-Token': {
             description: 'Names the snapshot the body was read from: keep it once meta.count was read, and send it back as changedSince (D12.1)',
             schema: { type: 'string', maxLength: MAX_CHANGED_SINCE_CHARS },
+          },
+          'Export-Media-Prefix': {
+            description: "MEDIA_PROXY_PREFIX: the URLs under it in contentHtml and cover.url are this service's media (D13.3)",
+            schema: { type: 'string' },
           },
           'Content-Encoding': { description: 'When compressed (D9.3)', schema: { type: 'string', enum: ['zstd', 'br', 'gzip'] } },
           Vary: { schema: { type: 'string' } },

@@ -89,6 +89,14 @@ t.test('a token the standby has not replayed: the primary answers, with its byte
   t.equal(await behindToken(), afterHead, 'with no fallback');
   t.equal(caughtUp.text, fromPrimary.text, 'with the same bytes');
   t.equal(caughtUp.etag, fromPrimary.etag, 'under the same ETag');
+
+  const resume = '?afterOrderKey=a2&afterId=d2';
+  const resumedExports = await standbyExports();
+  const resumed = await get(fleet, resume);
+  t.equal(await standbyExports(), resumedExports + 1, 'a resumed export (D13.1) reads the standby too');
+  t.same(ids(resumed.text).slice(0, 2), ['d3', 'f1'], 'the documents after the position');
+  t.equal(ids(resumed.text).length, 52);
+  t.equal(resumed.text, (await get(direct, resume)).text, "the primary's bytes");
 });
 
 t.test(`a token issued while ${WRITERS} transactions ran is short and exact, on the primary and on the standby (D12.8)`, async (t) => {

@@ -5,7 +5,8 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { bodyFormatOf, contentEncodingOf, type BodyFormat, type ContentEncoding } from './negotiate.js';
-import { booleanParam, tokenParam } from './params.js';
+import { ApiError } from '../../errors.js';
+import { booleanParam, positionParams, tokenParam } from './params.js';
 
 /** What each exported document carries (export-api.md 4.1, D4). */
 export interface ExportOptions {
@@ -19,6 +20,12 @@ export interface Caller {
   keyId: string;
 }
 
+/** A place in the export's order (D1): an order key and a document id, which need not exist (D13.1). */
+export interface ResumePosition {
+  orderKey: string;
+  id: string;
+}
+
 export interface ExportRequest {
   caller: Caller;
   bookSlug: string;
@@ -27,10 +34,15 @@ export interface ExportRequest {
   encoding: ContentEncoding;
   /** Only what changed since this change token's export, and what left it (D12.2); null: all. */
   changedSince: string | null;
+  /** Only the documents after this position, to resume a cut export (D13.1); null: from the first. */
+  after: ResumePosition | null;
 }
 
-/** The request of `caller` for `bookSlug` with `query` and `headers`; throws ApiError INVALID_PARAMETER (D4.1). */
+/** The request of `caller` for `bookSlug` with `query` and `headers`; throws ApiError INVALID_PARAMETER (D4.1, D13.1). */
 export function exportRequestOf(caller: Caller, bookSlug: string, query: Record<string, unknown>, headers: IncomingHttpHeaders): ExportRequest {
+  const changedSince = tokenParam(query, 'changedSince');
+  const after = positionParams(query);
+  if (after !== null && changedSince !== null) throw new ApiError('INVALID_PARAMETER', 'afterOrderKey and afterId cannot be combined with changedSince');
   return {
     caller,
     bookSlug,
@@ -40,6 +52,7 @@ export function exportRequestOf(caller: Caller, bookSlug: string, query: Record<
     },
     format: bodyFormatOf(headers),
     encoding: contentEncodingOf(headers),
-    changedSince: tokenParam(query, 'changedSince'),
+    changedSince,
+    after,
   };
 }

@@ -4,8 +4,9 @@
  */
 import { type DocumentRow } from './rows.js';
 import { ROW_OVERHEAD_BYTES, rowsWithinBudget } from './batch-budget.js';
+import type { ResumePosition } from '../request/export-request.js';
 import { changedDocumentQuery, changedDocumentSizeQuery, sinceParams, type ChangeSince } from './changes-query.js';
-import { documentQuery, documentSizeQuery, type DocumentQueryOptions } from './query.js';
+import { AFTER_POSITION, documentQuery, documentSizeQuery, type DocumentQueryOptions } from './query.js';
 import type { Snapshot } from './snapshot.js';
 
 const ROWS = 'kb_export_cursor';
@@ -34,6 +35,19 @@ const AHEAD = 2;
 const DEFERRED = null;
 const FINISHED: Request = { asked: 0, rows: Promise.resolve([]) };
 
+/** Which documents of the book the cursor reads: all, those changed since a token (D12.2), or those after a position (D13.1). */
+export type DocumentSelection = { all: true } | { since: ChangeSince } | { after: ResumePosition };
+
+/** The size cursor's and the rows' SQL for `selection`, and their parameters. */
+function selectionQueries(opts: DocumentQueryOptions, bookId: string, selection: DocumentSelection): [string, string, string[]] {
+  if ('since' in selection) return [changedDocumentSizeQuery(opts), changedDocumentQuery(opts), [bookId, ...sinceParams(selection.since)]];
+  if ('after' in selection) {
+    const { orderKey, id } = selection.after;
+    return [documentSizeQuery(opts, AFTER_POSITION), documentQuery(opts, AFTER_POSITION), [bookId, orderKey, id]];
+  }
+  return [documentSizeQuery(opts), documentQuery(opts), [bookId]];
+}
+
 export class DocumentCursor {
   /** Sizes read ahead; `sizes[head…]` belong to rows not yet asked for. */
   #sizes: number[] = [];
@@ -54,12 +68,11 @@ export class DocumentCursor {
     this.#ahead = [this.#readAhead(this.#request(limits.firstRows, limits.startMs))];
   }
 
-  /** Declares both cursors and asks for the first batch; with `since` (changes-query.ts), only what changed. */
-  static async open(snap: Snapshot, opts: DocumentQueryOptions, bookId: string, since: ChangeSince | null, limits: CursorLimits): Promise<DocumentCursor> {
-    const params = since === null ? [bookId] : [bookId, ...sinceParams(since)];
+  /** Declares both cursors over the documents `selection` names and asks for the first batch. */
+  static async open(snap: Snapshot, opts: DocumentQueryOptions, bookId: string, selection: DocumentSelection, limits: CursorLimits): Promise<DocumentCursor> {
+    const [sizes, rows, params] = selectionQueries(opts, bookId, selection);
     const declare = (name: string, query: string) =>
       snap.query(`DECLARE ${name} NO SCROLL CURSOR FOR ${query}`, params, { timeoutMs: limits.startMs });
-    const [sizes, rows] = since === null ? [documentSizeQuery(opts), documentQuery(opts)] : [changedDocumentSizeQuery(opts), changedDocumentQuery(opts)];
     await Promise.all([declare(SIZES, sizes), declare(ROWS, rows)]);
     return new DocumentCursor(snap, limits);
   }

@@ -13,6 +13,12 @@ function documentsOf(opts: DocumentQueryOptions, filter = ''): string {
   WHERE book_id = $1 AND status = 1${opts.excludeCategories ? ` AND type <> 'category'` : ''}${filter ? ` AND (${filter})` : ''}`;
 }
 
+/**
+ * The documents after a position in the export's order (D13.1): `$2` an order key, `$3` an id,
+ * compared as the ORDER BY does (both columns are COLLATE "C"), so the index starts there.
+ */
+export const AFTER_POSITION = '(order_key, id) > ($2, $3)';
+
 /** Byte-wise order key, then id (D1.1, D1.2), served by documents_export_idx. */
 const ORDER = 'ORDER BY order_key, id';
 

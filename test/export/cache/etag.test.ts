@@ -121,7 +121,7 @@ t.test('a release that changes the rewriting rules changes every ETag (D9.1)', a
     [new URL('../../../src/export/rewrite/plans/rewrite-plan.js', import.meta.url).href]: { ...real, PLAN_RULES_VERSION: real.PLAN_RULES_VERSION + 1 },
   });
   const today = await import('../../../src/export/cache/etag.js');
-  const representation = { options: { excludeCategories: true, includeContentHtml: true }, format: 'json', encoding: 'identity', changedSince: null } as const;
+  const representation = { options: { excludeCategories: true, includeContentHtml: true }, format: 'json', encoding: 'identity', changedSince: null, after: null } as const;
   t.not(bumped.OUTPUT_FORMAT_VERSION, today.OUTPUT_FORMAT_VERSION, 'the output format version holds the rules version');
   t.not(bumped.exportEtag(representation, 'b1', 'v1', '/media/'), today.exportEtag(representation, 'b1', 'v1', '/media/'), 'so the ETag changes');
   t.equal(today.exportEtag(representation, 'b1', 'v1', '/media/'), today.exportEtag({ ...representation }, 'b1', 'v1', '/media/'), 'and is stable otherwise');

@@ -186,6 +186,7 @@ t.test('streamExport: a client gone during the lookups ends the export before it
     format: 'json',
     encoding: 'identity',
     changedSince: null,
+    after: null,
   } as const;
   const run = { sql, onStandby: false, changeTokens, captureUpTo: 0, onHeaders: () => {}, stop: null };
   const result = await streamExport(request, x.res, pipelineSettings(config, true, null, null), run);

@@ -22,7 +22,7 @@ async function readBatches(t: Test, url: string, bookId: string, opts: DocumentQ
   const sql = connect(url, { max: 1, applicationName: 'kbx-test-export' });
   t.teardown(() => sql.end({ timeout: 1 }));
   return inSnapshot(sql, TIMEOUTS, async (snap) => {
-    const cursor = await DocumentCursor.open(snap, opts, bookId, null, { budgetBytes: budget, maxRows: 1000, firstRows: 16, startMs: 5000, fetchMs: 10_000 });
+    const cursor = await DocumentCursor.open(snap, opts, bookId, { all: true }, { budgetBytes: budget, maxRows: 1000, firstRows: 16, startMs: 5000, fetchMs: 10_000 });
     const out: DocumentRow[][] = [];
     for (let rows = await cursor.next(); rows !== null; rows = await cursor.next()) out.push(rows);
     await cursor.close();
@@ -81,7 +81,7 @@ t.test('two batches are asked for ahead, never one past a row larger than the bu
         return snap.query<T>(text, params, opts);
       },
     };
-    const cursor = await DocumentCursor.open(watched, { excludeCategories: true, includeContentHtml: true }, bookId, null, {
+    const cursor = await DocumentCursor.open(watched, { excludeCategories: true, includeContentHtml: true }, bookId, { all: true }, {
       budgetBytes: 64 * KB,
       maxRows: 20,
       firstRows: 4,
@@ -140,7 +140,7 @@ t.test('an empty knowledge base: one empty first batch, then the end', async (t)
   const sql = connect(db.url, { max: 1, applicationName: 'kbx-test-export' });
   t.teardown(() => sql.end({ timeout: 1 }));
   const seen = await inSnapshot(sql, TIMEOUTS, async (snap) => {
-    const cursor = await DocumentCursor.open(snap, { excludeCategories: false, includeContentHtml: false }, bookId, null, {
+    const cursor = await DocumentCursor.open(snap, { excludeCategories: false, includeContentHtml: false }, bookId, { all: true }, {
       budgetBytes: 1024,
       maxRows: 10,
       firstRows: 4,
