@@ -12,6 +12,11 @@ import { bodySink } from './respond/compression.js';
 import { ResponseWriter, type ResponseWriterOptions } from './respond/response-writer.js';
 import { stopped, type Sent } from './respond/sent.js';
 
+/**
+ * A kept body is written a slice at a time, and a compressed one flushed after each, as a streamed
+ * export is after each batch: what the client received decodes as it comes, so a client cut off
+ * keeps what arrived (D9.3, D13.2).
+ */
 const KEPT_CHUNK_BYTES = 64 * 1024;
 
 /** Compressed a slice at a time as it is written: no whole body is compressed on the event loop. */
@@ -34,6 +39,7 @@ export async function sendKeptBody(
     res.writeHead(200, exportHeaders(request.format, request.encoding));
     for (let at = 0; at < kept.body.length; at += KEPT_CHUNK_BYTES) {
       await Promise.race([sink.write(kept.body.subarray(at, at + KEPT_CHUNK_BYTES)), halted]);
+      await Promise.race([sink.flush(), halted]);
       await slices.pause();
     }
     await Promise.race([sink.end(), halted]);
