@@ -11,6 +11,8 @@ import { attemptBackup } from './download.js';
 import { fileEncodingOf, hasZstd } from './output.js';
 import { attemptIncremental, type IncrementalResult } from './incremental.js';
 import { currentEtag, currentToken, type TokenOptions } from './record.js';
+import { OutputError } from './output.js';
+import { attemptResume, ResumeSpool } from './resume.js';
 import type { BackupFormat } from './verify.js';
 import { progressReporter } from '../observe/progress.js';
 
@@ -107,44 +109,82 @@ export async function runBackup(o: BackupOptions, log: (line: string) => void, e
     log(`${(bytes / 1e6).toFixed(1)} MB in ${((Date.now() - started) / 1000).toFixed(0)} s`);
   };
   let failures = 0;
-  for (;;) {
-    lastBytes = 0;
-    const result: IncrementalResult =
-      token !== null
-        ? await attemptIncremental({ url, key, format: o.format, out: o.out, token, options: tokenOptions, timeoutS: o.timeoutS, onBytes })
-        : await attemptBackup({ url, key, format: o.format, out: o.out, etag, keepEtag: o.ifChanged, keepToken: o.incremental ? tokenOptions : null, timeoutS: o.timeoutS, onBytes });
-    bar?.stop();
-    if (result.kind === 'fallback') {
-      if (!o.quiet) log(result.why);
-      token = null;
-      continue;
-    }
-    const seconds = ((Date.now() - started) / 1000).toFixed(1);
-    if (result.kind === 'written') {
-      if (result.delta !== undefined) {
-        const d = result.delta;
-        return `merged ${o.out}: ${result.documents} documents, ${result.bytes} bytes (${result.fileBytes} on disk) from a delta of ${d.changed} changed or new and ${d.removed} removed (${d.bytes} bytes) in ${seconds} s`;
+  let resume: ResumeSpool | null = null;
+  let cuts = 0;
+  try {
+    for (;;) {
+      lastBytes = 0;
+      let added = 0;
+      let result: IncrementalResult;
+      if (resume !== null) {
+        const keepToken = o.incremental ? tokenOptions : null;
+        const r = await attemptResume({ url, key, format: o.format, out: o.out, timeoutS: o.timeoutS, keepToken, onBytes }, resume);
+        [result, added] = [r, r.added];
+      } else if (token !== null) {
+        result = await attemptIncremental({ url, key, format: o.format, out: o.out, token, options: tokenOptions, timeoutS: o.timeoutS, onBytes });
+      } else {
+        const keepToken = o.incremental ? tokenOptions : null;
+        result = await attemptBackup({ url, key, format: o.format, out: o.out, etag, keepEtag: o.ifChanged, keepToken, timeoutS: o.timeoutS, onBytes });
       }
-      const onDisk =
-        result.fileBytes === result.bytes ? '' : ` (${result.fileBytes} on disk, ${result.fromServer !== null ? `${result.fromServer} as the server sent it` : 'compressed here'})`;
-      return `wrote ${o.out}: ${result.documents} documents, ${result.bytes} bytes${onDisk} in ${seconds} s, ETag ${result.etag ?? 'none'}`;
+      bar?.stop();
+      if (result.kind === 'fallback') {
+        if (!o.quiet) log(result.why);
+        token = null;
+        await resume?.remove();
+        resume = null;
+        continue;
+      }
+      const seconds = ((Date.now() - started) / 1000).toFixed(1);
+      if (result.kind === 'written') return writtenLine(o.out, result, seconds, cuts);
+      if (result.kind === 'unwritable') throw new BackupError(`backup failed: ${result.reason}; ${o.out === '-' ? 'the output is incomplete' : `${o.out} was left as it was`}`, 1);
+      if (result.kind === 'unchanged') return `unchanged: ${o.out} is current (ETag ${result.etag}), nothing downloaded`;
+      if (result.kind === 'refused' && [400, 401, 404].includes(result.status)) {
+        throw new BackupError(`the server refused the export: ${result.status} ${result.code}: ${result.message}`, 3);
+      }
+      if (result.kind === 'broken' && result.cut !== undefined) {
+        // The whole documents received are kept: the next attempt asks for the rest (D13.2).
+        const spool = await ResumeSpool.fromCut(o.out, o.format, result.cut).catch((err: unknown) => {
+          if (err instanceof OutputError) throw new BackupError(`backup failed: ${err.message}; ${o.out} was left as it was`, 1);
+          throw err;
+        });
+        if (spool.documents > 0) [resume, added] = [spool, spool.documents];
+        else await spool.remove();
+      }
+      const why =
+        result.kind === 'refused' ? `${result.status} ${result.code}${result.message ? `: ${result.message}` : ''}` : `${result.reason} (after ${lastBytes} bytes)`;
+      // Bytes already on standard output cannot be taken back: no second attempt after them.
+      if (o.out === '-' && lastBytes > 0) throw new BackupError(`backup failed: ${why}; the output is incomplete`, 1);
+      // An attempt that moved the export forward starts the back-off again: ten cuts cost seconds.
+      if (added > 0) failures = 0;
+      if (failures >= o.retries) throw new BackupError(`backup failed after ${failures + 1} attempt(s): ${why}; ${o.out === '-' ? 'the output is incomplete' : `${o.out} was left as it was`}`, 1);
+      failures++;
+      const waitMs =
+        result.kind === 'refused' && result.retryAfterS !== null
+          ? Math.min(result.retryAfterS, RETRY_AFTER_CAP_S) * 1000 * (1 + Math.random() / 2)
+          : Math.min(BACKOFF_MAX_MS, 1000 * 2 ** (failures - 1));
+      if (resume !== null && added > 0) {
+        cuts++;
+        if (!o.quiet) log(`cut after ${resume.documents} documents (${why}); resuming after document ${resume.last === null ? '-' : resume.last.id} in ${(waitMs / 1000).toFixed(1)} s`);
+      } else if (!o.quiet) log(`attempt ${failures} failed: ${why}; retrying in ${(waitMs / 1000).toFixed(1)} s`);
+      await sleep(waitMs);
     }
-    if (result.kind === 'unwritable') throw new BackupError(`backup failed: ${result.reason}; ${o.out === '-' ? 'the output is incomplete' : `${o.out} was left as it was`}`, 1);
-    if (result.kind === 'unchanged') return `unchanged: ${o.out} is current (ETag ${result.etag}), nothing downloaded`;
-    if (result.kind === 'refused' && [400, 401, 404].includes(result.status)) {
-      throw new BackupError(`the server refused the export: ${result.status} ${result.code}: ${result.message}`, 3);
-    }
-    const why =
-      result.kind === 'refused' ? `${result.status} ${result.code}${result.message ? `: ${result.message}` : ''}` : `${result.reason} (after ${lastBytes} bytes)`;
-    // Bytes already on standard output cannot be taken back: no second attempt after them.
-    if (o.out === '-' && lastBytes > 0) throw new BackupError(`backup failed: ${why}; the output is incomplete`, 1);
-    if (failures >= o.retries) throw new BackupError(`backup failed after ${failures + 1} attempt(s): ${why}; ${o.out === '-' ? 'the output is incomplete' : `${o.out} was left as it was`}`, 1);
-    failures++;
-    const waitMs =
-      result.kind === 'refused' && result.retryAfterS !== null
-        ? Math.min(result.retryAfterS, RETRY_AFTER_CAP_S) * 1000 * (1 + Math.random() / 2)
-        : Math.min(BACKOFF_MAX_MS, 1000 * 2 ** (failures - 1));
-    if (!o.quiet) log(`attempt ${failures} failed: ${why}; retrying in ${(waitMs / 1000).toFixed(1)} s`);
-    await sleep(waitMs);
+  } finally {
+    await resume?.remove();
   }
+}
+
+/** The last line of a backup that wrote its file. */
+function writtenLine(out: string, result: Extract<IncrementalResult, { kind: 'written' }>, seconds: string, cuts: number): string {
+  if (cuts > 0) {
+    const d = result.delta;
+    const delta = d === undefined ? '' : `, made one snapshot with a delta of ${d.changed} changed or new and ${d.removed} removed`;
+    return `wrote ${out}: ${result.documents} documents, ${result.bytes} bytes (${result.fileBytes} on disk) in ${seconds} s, resumed after ${cuts} cut(s)${delta}`;
+  }
+  if (result.delta !== undefined) {
+    const d = result.delta;
+    return `merged ${out}: ${result.documents} documents, ${result.bytes} bytes (${result.fileBytes} on disk) from a delta of ${d.changed} changed or new and ${d.removed} removed (${d.bytes} bytes) in ${seconds} s`;
+  }
+  const onDisk =
+    result.fileBytes === result.bytes ? '' : ` (${result.fileBytes} on disk, ${result.fromServer !== null ? `${result.fromServer} as the server sent it` : 'compressed here'})`;
+  return `wrote ${out}: ${result.documents} documents, ${result.bytes} bytes${onDisk} in ${seconds} s, ETag ${result.etag ?? 'none'}`;
 }

@@ -31,6 +31,15 @@ interface AttemptOptions {
   onBytes?: (bytes: number) => void;
 }
 
+/**
+ * A full export cut after its first byte: the temporary file with what was written of it (in PATH's
+ * encoding), which the caller removes, and the response's change token (D13.2).
+ */
+export interface CutExport {
+  partial: string;
+  token: string;
+}
+
 /** What an incremental backup merged: the delta's documents and removed ids, and its decoded bytes. */
 export interface DeltaSummary {
   changed: number;
@@ -47,7 +56,7 @@ export type AttemptResult =
   | { kind: 'written'; documents: number; bytes: number; fileBytes: number; fromServer: FileEncoding | null; etag: string | null; delta?: DeltaSummary }
   | { kind: 'unchanged'; etag: string }
   | { kind: 'refused'; status: number; code: string; message: string; retryAfterS: number | null }
-  | { kind: 'broken'; reason: string }
+  | { kind: 'broken'; reason: string; cut?: CutExport }
   | { kind: 'unwritable'; reason: string };
 
 const OFFERED: FileEncoding[] = hasZstd() ? ['zstd', 'br', 'gzip'] : ['br', 'gzip'];
@@ -122,6 +131,17 @@ export async function refusal(res: Dispatcher.ResponseData): Promise<Extract<Att
   };
 }
 
+/** What of a cut body the next attempt can resume from: the partial file, with a change token to make it one snapshot. */
+async function keptCut(output: { abort(): Promise<void>; keepPartial(): Promise<string | null> }, res: Dispatcher.ResponseData): Promise<{ cut?: CutExport }> {
+  const token = header(res.headers['export-change-token']);
+  if (!token) {
+    await output.abort();
+    return {};
+  }
+  const partial = await output.keepPartial();
+  return partial === null ? {} : { cut: { partial, token } };
+}
+
 /** Runs one attempt. Connection and write errors come back as `broken` and `unwritable`, never thrown. */
 export async function attemptBackup(o: AttemptOptions): Promise<AttemptResult> {
   const fileEncoding = o.out === '-' ? null : fileEncodingOf(o.out);
@@ -174,17 +194,16 @@ export async function attemptBackup(o: AttemptOptions): Promise<AttemptResult> {
       await pipeline(res.body, decoder(contentEncoding), count, teeTo(verifier, verified), ...output.stages);
     }
   } catch (err) {
-    await output.abort();
     res.body.destroy();
-    if (err instanceof OutputError) return { kind: 'unwritable', reason: err.message };
-    return { kind: 'broken', reason: (err as Error).message };
+    if (err instanceof OutputError) {
+      await output.abort();
+      return { kind: 'unwritable', reason: err.message };
+    }
+    return { kind: 'broken', reason: (err as Error).message, ...(await keptCut(output, res)) };
   }
   const verdict = verifier.verdict();
   const why = incompleteReason(verdict);
-  if (why !== null) {
-    await output.abort();
-    return { kind: 'broken', reason: why };
-  }
+  if (why !== null) return { kind: 'broken', reason: why, ...(await keptCut(output, res)) };
   try {
     const token = header(res.headers['export-change-token']);
     await output.commit(o.keepEtag ? etag : null, o.keepToken && token ? { token, options: o.keepToken } : null);

@@ -45,7 +45,7 @@ export type IncrementalResult = AttemptResult | { kind: 'fallback'; why: string 
 
 class Fallback extends Error {}
 
-interface SpooledDelta {
+export interface SpooledDelta {
   book: Buffer;
   token: string;
   drop: Set<string>;
@@ -58,15 +58,19 @@ interface SpooledDelta {
 export async function attemptIncremental(o: IncrementalOptions): Promise<IncrementalResult> {
   const spool = path.join(path.dirname(path.resolve(o.out)), `.${path.basename(o.out)}.${randomBytes(4).toString('hex')}.delta.tmp`);
   try {
-    const delta = await fetchDelta(o, spool);
+    const delta = await spoolDelta(o, spool);
     if (delta.kind !== 'spooled') return delta;
-    return await merge(o, spool, delta.delta);
+    return await mergeDelta(o, fileDocuments(o.out, o.format), spool, delta.delta, o.options);
   } finally {
     await rm(spool, { force: true }).catch(() => {});
   }
 }
 
-async function fetchDelta(o: IncrementalOptions, spool: string): Promise<IncrementalResult | { kind: 'spooled'; delta: SpooledDelta }> {
+/** The delta since `o.token`, its documents written to `spool` one a line; `fallback` when the server cannot answer that token. */
+export async function spoolDelta(
+  o: Omit<IncrementalOptions, 'options'>,
+  spool: string,
+): Promise<IncrementalResult | { kind: 'spooled'; delta: SpooledDelta }> {
   const url = new URL(o.url);
   url.searchParams.set('changedSince', o.token);
   let res;
@@ -162,7 +166,18 @@ async function fetchDelta(o: IncrementalOptions, spool: string): Promise<Increme
 
 const NEWLINE = Buffer.from('\n');
 
-async function merge(o: IncrementalOptions, spool: string, delta: SpooledDelta): Promise<IncrementalResult> {
+/**
+ * Writes `old`'s documents, but for the delta's changed and removed ones, merged in export order with
+ * the delta's spooled documents, as PATH (merge.ts), verified and committed; the delta's token is kept
+ * for `keep`'s options (--incremental), or none.
+ */
+export async function mergeDelta(
+  o: Pick<IncrementalOptions, 'out' | 'format'>,
+  old: AsyncIterable<RawDocument>,
+  spool: string,
+  delta: SpooledDelta,
+  keep: TokenOptions | null,
+): Promise<IncrementalResult> {
   let output;
   try {
     output = await openOutput(o.out, { encoded: false, asServer: true });
@@ -176,7 +191,7 @@ async function merge(o: IncrementalOptions, spool: string, delta: SpooledDelta):
   const body = mergedBody({
     format: o.format,
     book: delta.book,
-    old: fileDocuments(o.out, o.format),
+    old,
     changed: spooledDocuments(spool),
     drop: (id) => delta.drop.has(id),
   });
@@ -194,7 +209,7 @@ async function merge(o: IncrementalOptions, spool: string, delta: SpooledDelta):
     return { kind: 'fallback', why: `the merged file failed its check (${why}): a full export` };
   }
   try {
-    await output.commit(null, { token: delta.token, options: o.options });
+    await output.commit(null, keep === null ? null : { token: delta.token, options: keep });
   } catch (err) {
     await output.abort();
     return { kind: 'unwritable', reason: (err as Error).message };

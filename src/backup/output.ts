@@ -68,6 +68,11 @@ interface BackupOutput {
   commit(etag: string | null, token?: KeptToken | null): Promise<void>;
   /** Removes whatever was written; an existing `PATH` stays as it was. Never throws. */
   abort(): Promise<void>;
+  /**
+   * Stops like abort() but keeps the temporary file with what was written, and returns its path (the
+   * caller removes it); null for standard output. Never throws.
+   */
+  keepPartial(): Promise<string | null>;
 }
 
 /**
@@ -129,6 +134,13 @@ export async function openOutput(file: string, { encoded, asServer = false }: { 
       await rm(tmp, { force: true }).catch(() => {});
       await rm(recordTmp, { force: true }).catch(() => {});
       await rm(tokenTmp, { force: true }).catch(() => {});
+    },
+    async keepPartial() {
+      for (const s of stages) s.destroy();
+      await close().catch(() => {});
+      await rm(recordTmp, { force: true }).catch(() => {});
+      await rm(tokenTmp, { force: true }).catch(() => {});
+      return tmp;
     },
   };
 }
@@ -216,6 +228,10 @@ function stdoutOutput(): BackupOutput {
     async commit() {},
     async abort() {
       stream.destroy();
+    },
+    async keepPartial() {
+      stream.destroy();
+      return null;
     },
   };
 }

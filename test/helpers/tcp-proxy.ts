@@ -34,6 +34,8 @@ export interface TcpProxy {
    * disarmed. `null` disarms it.
    */
   cutAfter(bytes: number | null): void;
+  /** Arms cutAfter(`bytes`) again after every cut it makes, until called with `null`. */
+  cutEvery(bytes: number | null): void;
   /**
    * Freezes the link: nothing is forwarded in either direction and nothing is closed, not even a
    * side that closes meanwhile (its peer learns of it on resume()), as when a network path dies.
@@ -109,7 +111,7 @@ class Pump {
       if (this.toClient && link.budget !== null && piece.length >= link.budget) {
         // The armed cut fires here: what is left of the budget goes, then the link is cut.
         const allowed = link.budget;
-        proxy.cutAfter(null);
+        proxy.fired();
         proxy.counted.bytesToClient += allowed;
         if (allowed > 0) to.write(piece.subarray(0, allowed));
         link.cut();
@@ -213,6 +215,8 @@ class Proxy implements TcpProxy {
   private readonly links = new Set<Link>();
   /** The armed cutAfter() budget for links opened later; null when disarmed. */
   private armed: number | null = null;
+  /** cutEvery()'s budget, armed again after each cut. */
+  private every: number | null = null;
 
   constructor(
     private readonly server: net.Server,
@@ -253,6 +257,16 @@ class Proxy implements TcpProxy {
     if (bytes !== null && !(Number.isInteger(bytes) && bytes >= 0)) throw new RangeError(`cutAfter: ${bytes}`);
     this.armed = bytes;
     for (const l of this.links) l.budget = bytes;
+  }
+
+  cutEvery(bytes: number | null): void {
+    this.every = bytes;
+    this.cutAfter(bytes);
+  }
+
+  /** An armed cut fired: disarmed, or armed again for cutEvery(). */
+  fired(): void {
+    this.cutAfter(this.every);
   }
 
   stall(): void {
