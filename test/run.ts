@@ -1,8 +1,10 @@
 /**
- * `npm test`: runs tap against a real PostgreSQL. With DATABASE_URL set, that server; otherwise a
- * throw-away embedded PostgreSQL started here and stopped afterwards. Exits with tap's exit code.
- * Tests run compiled: a file or folder named by its source (`test/export/rewrite`,
- * `test/app.test.ts`) runs from dist/test.
+ * `npm test` and `npm run test:soak` (`npm test -- --soak`): run tap against a real PostgreSQL.
+ * With DATABASE_URL set, that server; otherwise a throw-away embedded PostgreSQL started here and
+ * stopped afterwards. Exits with tap's exit code. Tests run compiled: a file or folder named by its
+ * source (`test/export/rewrite`, `test/app.test.ts`) runs from dist/test. With no path named,
+ * `npm test` runs every test file but the soak set (test/soak.txt), and `--soak` only that set,
+ * without coverage (test/suites.ts); a path named runs as named.
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -11,8 +13,20 @@ import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../src/db/embedded.js';
+import { listTestFiles, readSoakList, selectFiles } from './suites.js';
 
 async function main(): Promise<number> {
+  const suite = process.argv.includes('--soak') ? 'soak' : 'fast';
+  // Out of process.argv too: tap's configuration (buildTapForPlugins) reads it, and knows no --soak.
+  process.argv = process.argv.filter((a) => a !== '--soak');
+  const args = process.argv.slice(2).map(compiled);
+  // Before the database starts: a soak list that names a file tap does not run fails at once.
+  const named = args.filter((a) => !a.startsWith('-') && existsSync(a));
+  const files = selectFiles(suite, await listTestFiles(process.cwd()), readSoakList(process.cwd()), named);
+  if (files?.length === 0) throw new Error(`no soak test file in ${named.join(', ')}`);
+  if (files) args.splice(0, args.length, ...args.filter((a) => !named.includes(a)), ...files);
+  // The soak set alone covers a fraction of the code: .taprc's thresholds are npm test's.
+  if (suite === 'soak') args.unshift('--disable-coverage');
   let embedded: EmbeddedDatabase | undefined;
   // Not created here: the embedded server creates it, owned by the user it runs as.
   const dataDir = path.join(os.tmpdir(), `kb-export-test-${randomBytes(4).toString('hex')}`);
@@ -25,7 +39,6 @@ async function main(): Promise<number> {
   try {
     const tap = path.resolve('node_modules/.bin/tap');
     await buildTapForPlugins(tap);
-    const args = process.argv.slice(2).map(compiled);
     // More files than cores, as the suite waits on timers, sockets and child processes; not twice
     // as many, which brings the fault tests' /livez latencies close to their bounds.
     if (!args.some((a) => /^(-j|--jobs)/.test(a))) args.unshift(`--jobs=${Math.ceil(os.availableParallelism() * 1.5)}`);
