@@ -101,7 +101,17 @@ t.test('a body served from the cache is compressed as negotiated', async (t) => 
   t.equal(second.headers.etag, first.headers.etag);
 });
 
-t.test('an export cut mid-body: the compressed stream is never finished, so decompressing fails', async (t) => {
+/** Whether `b` is one JSON text. */
+function parses(b: Buffer): boolean {
+  try {
+    JSON.parse(b.toString());
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+t.test('an export cut mid-body: the compressed stream is never finished, so it does not decompress to a whole body', async (t) => {
   const server = await startProxiedServer(t, db, { EXPORT_CACHE_BYTES: '0', EXPORT_BATCH_SIZE: '8', DB_TIMEOUT_MS: '2000' });
   for (const encoding of ENCODINGS.filter((e) => e !== 'identity')) {
     server.exportProxy.cutAfter(300_000);
@@ -110,6 +120,13 @@ t.test('an export cut mid-body: the compressed stream is never finished, so deco
     t.equal(res.statusCode, 200, `${encoding}: the first batch went out before the cut`);
     const { bytes, error } = await drainBody(res.body);
     t.ok(error, `${encoding}: the body ends in an error`);
-    t.throws(() => DECODE[encoding]!(bytes), `${encoding}: what arrived does not decompress`);
+    // Node.js 24's zstd decoder refuses an unfinished frame; 22's returns what it decoded: either way no whole body.
+    let decoded: Buffer | null = null;
+    try {
+      decoded = DECODE[encoding]!(bytes);
+    } catch {
+      decoded = null;
+    }
+    t.ok(decoded === null || !parses(decoded), `${encoding}: what arrived does not decompress to a whole body`);
   }
 });
