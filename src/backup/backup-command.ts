@@ -28,6 +28,8 @@ interface BackupOptions {
   timeoutS: number;
   quiet: boolean;
   keyFile?: string;
+  /** Told of each export written, before the final line (media-backup.ts keeps the manifest and media beside it). */
+  onWritten?: (result: Extract<IncrementalResult, { kind: 'written' }>) => void;
 }
 
 /** A failure with its exit code (4: `changes` only, an expired token); the message is printed as it is. */
@@ -121,6 +123,7 @@ export async function runBackup(o: BackupOptions, log: (line: string) => void, e
     }
     const seconds = ((Date.now() - started) / 1000).toFixed(1);
     if (result.kind === 'written') {
+      o.onWritten?.(result);
       if (result.delta !== undefined) {
         const d = result.delta;
         return `merged ${o.out}: ${result.documents} documents, ${result.bytes} bytes (${result.fileBytes} on disk) from a delta of ${d.changed} changed or new and ${d.removed} removed (${d.bytes} bytes) in ${seconds} s`;
