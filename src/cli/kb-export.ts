@@ -22,6 +22,10 @@ interface BackupCliOptions {
   timeout: number;
   keyFile?: string;
   quiet?: boolean;
+  mediaDir?: string;
+  mediaConcurrency: number;
+  mediaRefresh?: boolean;
+  mediaTimeout: number;
 }
 
 /** A whole number option; anything else is a usage error (exit 2). */
@@ -131,12 +135,26 @@ program
   .option('--timeout <seconds>', 'longest wait for the server to answer or send more data', integerOption, 300)
   .option('--key-file <file>', 'read the API key from this file instead of KB_EXPORT_API_KEY')
   .option('--quiet', 'no progress and no final line')
+  .option(
+    '--media-dir <dir>',
+    "save every media file the export names under its Export-Media-Prefix into DIR, at its path below the prefix (a folder to rsync, aws s3 sync or cp -r back into the media store); listed in PATH.manifest.json",
+  )
+  .option('--media-concurrency <n>', 'media files fetched at once (1-64)', integerOption, 8)
+  .option('--media-refresh', 'fetch every media file again, even one still in DIR as the last manifest lists it')
+  .option('--media-timeout <seconds>', 'longest wait for a media server to answer or send more data, per request', integerOption, 30)
   .addHelpText(
     'after',
     `
 Exit codes: 0 written or unchanged, 1 failed after retries (at once when PATH cannot be written),
-2 usage error, 3 key refused or knowledge base not found. PATH is replaced only by a whole export
-(well-formed, success true, meta.count equal to the documents); anything else leaves it as it was.
+2 usage error, 3 key refused or knowledge base not found, 4 the export was saved but some media
+files are missing (after their retries; each is listed in PATH.manifest.json with why). PATH is
+replaced only by a whole export (well-formed, success true, meta.count equal to the documents);
+anything else leaves it as it was.
+
+Beside a file PATH it keeps PATH.manifest.json (the export's size, SHA-256, documents, ETag and
+change token, and each media file's path, size, SHA-256 and content type) and PATH.sha256
+(sha256sum -c PATH.sha256, run in PATH's folder, checks the export and the media without
+kb-export). Neither is rewritten when its content is unchanged.
 
 --incremental writes the same bytes as a full backup of that moment (the same JSON or NDJSON; a
 compressed PATH is compressed here, so only its decompressed bytes are the same), atomically too:
@@ -146,12 +164,15 @@ Example (cron):
   KB_EXPORT_API_KEY=kbx_… kb-export backup --server https://kb.example.com --book handbook \\
     --out /backups/handbook.json.gz --if-changed --quiet
   KB_EXPORT_API_KEY=kbx_… kb-export backup --server https://kb.example.com --book handbook \\
-    --out /backups/handbook.ndjson.gz --format ndjson --incremental --quiet`,
+    --out /backups/handbook.ndjson.gz --format ndjson --incremental --quiet
+  KB_EXPORT_API_KEY=kbx_… kb-export backup --server https://kb.example.com --book handbook \\
+    --out /backups/handbook.json --media-dir /backups/media --quiet`,
   )
   .action(async (opts: BackupCliOptions) => {
-    const { runBackup, BackupError } = await import('../backup/backup-command.js');
+    const { runFileBackup } = await import('../backup/media-backup.js');
+    const { BackupError } = await import('../backup/backup-command.js');
     try {
-      const line = await runBackup(
+      const outcome = await runFileBackup(
         {
           server: opts.server,
           book: opts.book,
@@ -165,10 +186,18 @@ Example (cron):
           timeoutS: opts.timeout,
           quiet: Boolean(opts.quiet),
           ...(opts.keyFile !== undefined ? { keyFile: opts.keyFile } : {}),
+          ...(opts.mediaDir !== undefined ? { mediaDir: opts.mediaDir } : {}),
+          mediaConcurrency: opts.mediaConcurrency,
+          mediaRefresh: Boolean(opts.mediaRefresh),
+          mediaTimeoutS: opts.mediaTimeout,
         },
         (l) => process.stderr.write(`kb-export backup: ${l}\n`),
       );
-      if (!opts.quiet) process.stderr.write(`${line}\n`);
+      if (!opts.quiet) process.stderr.write(`${outcome.line}\n`);
+      if (outcome.missing !== null) {
+        process.stderr.write(`kb-export backup: ${outcome.missing}\n`);
+        process.exitCode = 4;
+      }
     } catch (err) {
       process.stderr.write(`kb-export backup: ${(err as Error).message}\n`);
       process.exitCode = err instanceof BackupError ? err.exitCode : 1;

@@ -1,0 +1,217 @@
+/**
+ * The media folder (`--media-dir DIR`), written so that nothing lands outside it whatever the
+ * names: a media path (media-path.ts: segments already refused when empty, `.`, `..` or holding
+ * `/`, `\` or NUL) is walked segment by segment below DIR's real path, each folder created when
+ * missing and checked with lstat, so a symbolic link already in DIR (to a folder or a file) is
+ * refused, never followed. A file arrives in a temporary file at DIR's top (opened O_EXCL and
+ * O_NOFOLLOW), is hashed as it is written, fsynced, and renamed to its place only once whole;
+ * the folders it went into are fsynced before the manifest names it. DIR itself may be a link
+ * (the user's choice); what is below it is the server's, and is not trusted.
+ * Two errors: `RefusedPath`, one media item that cannot be kept (listed as missing), and
+ * `MediaStoreError`, DIR that cannot be written at all (a full disk, no permission on DIR, a
+ * read-only file system): the command stops, as a backup does when PATH cannot be written.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import { lstat, mkdir, open, realpath, rename, rm, type FileHandle } from 'node:fs/promises';
+import path from 'node:path';
+import { Writable, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { syncDir, writeAll } from './output.js';
+
+/** One media item that cannot be kept where its path says (a link or a file in the way, a name the file system refuses). */
+export class RefusedPath extends Error {}
+
+/** DIR cannot be written at all: retrying the next item cannot help. */
+export class MediaStoreError extends Error {}
+
+/** File system errors that say DIR as a whole cannot take files, not that one name is bad. */
+const FATAL_CODES = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EIO']);
+
+/** A file written under a temporary name, its bytes counted and hashed. */
+export interface TempFile {
+  readonly path: string;
+  /** Writes `body` to it; resolves with its size (bytes) and SHA-256 (hex) once written and fsynced. */
+  write(body: Readable): Promise<{ bytes: number; sha256: string }>;
+  /** Removes it. Never throws. */
+  discard(): Promise<void>;
+}
+
+/** Folders whose entries changed since their last fsync; synced in groups of this many, and before the manifest. */
+const PENDING_SYNCS = 256;
+
+/** `DIR`, opened (created when missing). */
+export class MediaDir {
+  private pendingSync = new Set<string>();
+
+  private constructor(readonly root: string) {}
+
+  /** Creates DIR when missing and resolves its real path. Throws MediaStoreError. */
+  static async open(dir: string): Promise<MediaDir> {
+    try {
+      await mkdir(dir, { recursive: true });
+      const root = await realpath(dir);
+      if (!(await lstat(root)).isDirectory()) throw new Error('not a folder');
+      return new MediaDir(root);
+    } catch (err) {
+      throw new MediaStoreError(`cannot use --media-dir ${dir}: ${(err as Error).message}`);
+    }
+  }
+
+  /** DIR as it is, for reading only (`kb-export verify`): null when it is missing or no folder. */
+  static async existing(dir: string): Promise<MediaDir | null> {
+    const root = await realpath(dir).catch(() => null);
+    if (root === null || !(await lstat(root)).isDirectory()) return null;
+    return new MediaDir(root);
+  }
+
+  /** Media path `rel` as it is on disk: its size and absolute path when a regular file under plain folders, else what is wrong. */
+  async inspect(rel: string): Promise<{ target: string; size: number } | string> {
+    let target: string | null;
+    try {
+      target = await this.place(rel, false);
+    } catch (err) {
+      if (err instanceof RefusedPath) return err.message;
+      throw err;
+    }
+    const s = target === null ? null : await lstat(target).catch(() => null);
+    if (target === null || s === null) return 'missing';
+    if (!s.isFile()) return 'not a regular file';
+    return { target, size: s.size };
+  }
+
+  /**
+   * The absolute path of media path `rel` after its folders were checked (and, with `create`,
+   * made); null when a folder is missing and `create` is false. Throws RefusedPath when a segment
+   * is a link or a file, MediaStoreError when a folder cannot be made for want of space or access.
+   */
+  async place(rel: string, create: boolean): Promise<string | null> {
+    const names = rel.split('/');
+    let at = this.root;
+    for (const name of names.slice(0, -1)) {
+      at = path.join(at, name);
+      const kind = await kindOf(at);
+      if (kind === 'folder') continue;
+      if (kind !== 'missing') throw new RefusedPath(`${path.relative(this.root, at)} is ${kind === 'link' ? 'a symbolic link' : 'not a folder'}: not followed`);
+      if (!create) return null;
+      await mkdir(at).catch(async (err: NodeJS.ErrnoException) => {
+        // Made meanwhile (by another item of the same folder): fine if it is a folder.
+        if (err.code === 'EEXIST' && (await kindOf(at)) === 'folder') return;
+        throw classify(err, rel);
+      });
+      this.touched(path.dirname(at));
+    }
+    const target = path.join(at, names[names.length - 1]!);
+    const kind = await kindOf(target);
+    if (kind === 'link') throw new RefusedPath(`${rel} is a symbolic link: not replaced`);
+    if (kind === 'folder' || kind === 'other') throw new RefusedPath(`${rel} is ${kind === 'folder' ? 'a folder' : 'not a regular file'}: not replaced`);
+    return target;
+  }
+
+  /**
+   * The SHA-256 of the regular file at `rel` when it has `size` bytes, read without following a
+   * link; null when it is missing, another size, or not a plain file under plain folders.
+   */
+  async hashOf(rel: string, size: number): Promise<string | null> {
+    const found = await this.inspect(rel);
+    if (typeof found === 'string' || found.size !== size) return null;
+    return fileHash(found.target).catch(() => null);
+  }
+
+  /** A new temporary file at DIR's top. Throws MediaStoreError. */
+  async temp(): Promise<TempFile> {
+    const file = path.join(this.root, `.kb-export-${randomBytes(8).toString('hex')}.tmp`);
+    const handle = await open(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644).catch((err: NodeJS.ErrnoException) => {
+      throw new MediaStoreError(`cannot write in ${this.root}: ${err.message}`);
+    });
+    let closed = false;
+    const close = async () => {
+      if (closed) return;
+      closed = true;
+      await handle.close();
+    };
+    return {
+      path: file,
+      async write(body) {
+        const hash = createHash('sha256');
+        let bytes = 0;
+        const sink = new Writable({
+          highWaterMark: 256 * 1024,
+          writev(chunks, cb) {
+            const buffers = chunks.map((c) => c.chunk as Buffer);
+            for (const b of buffers) hash.update(b);
+            writeAll(handle, buffers).then(
+              (n) => {
+                bytes += n;
+                cb();
+              },
+              (err: NodeJS.ErrnoException) => cb(FATAL_CODES.has(err.code ?? '') ? new MediaStoreError(`cannot write in ${file}: ${err.message}`) : err),
+            );
+          },
+        });
+        await pipeline(body, sink);
+        await handle.sync();
+        await close();
+        return { bytes, sha256: hash.digest('hex') };
+      },
+      async discard() {
+        await close().catch(() => {});
+        await rm(file, { force: true }).catch(() => {});
+      },
+    };
+  }
+
+  /**
+   * Moves a written temporary file to media path `rel`, its folders checked (and made) again just
+   * before. Throws RefusedPath or MediaStoreError; the temporary file is then left to the caller.
+   */
+  async commit(temp: TempFile, rel: string): Promise<void> {
+    const target = (await this.place(rel, true))!;
+    await rename(temp.path, target).catch((err: NodeJS.ErrnoException) => {
+      throw classify(err, rel);
+    });
+    this.touched(this.root);
+    this.touched(path.dirname(target));
+    if (this.pendingSync.size >= PENDING_SYNCS) await this.sync();
+  }
+
+  /** Fsyncs the folders whose entries changed, so the renames are durable before the manifest names the files. */
+  async sync(): Promise<void> {
+    const dirs = [...this.pendingSync];
+    this.pendingSync = new Set();
+    for (const dir of dirs) await syncDir(dir);
+  }
+
+  private touched(dir: string): void {
+    this.pendingSync.add(dir);
+  }
+}
+
+type Kind = 'folder' | 'file' | 'link' | 'other' | 'missing';
+
+async function kindOf(p: string): Promise<Kind> {
+  try {
+    const s = await lstat(p);
+    return s.isSymbolicLink() ? 'link' : s.isDirectory() ? 'folder' : s.isFile() ? 'file' : 'other';
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'missing';
+    throw classify(err as NodeJS.ErrnoException, p);
+  }
+}
+
+function classify(err: NodeJS.ErrnoException, rel: string): Error {
+  if (FATAL_CODES.has(err.code ?? '')) return new MediaStoreError(`cannot write ${rel}: ${err.message}`);
+  return new RefusedPath(`cannot write ${rel}: ${err.code ?? err.message}`);
+}
+
+/** SHA-256 (hex) of a file opened without following a link. Rejects with the read's error. */
+export async function fileHash(file: string): Promise<string> {
+  const handle: FileHandle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
+  const hash = createHash('sha256');
+  try {
+    for await (const chunk of handle.createReadStream({ autoClose: false, highWaterMark: 1 << 20 })) hash.update(chunk as Buffer);
+  } finally {
+    await handle.close();
+  }
+  return hash.digest('hex');
+}
