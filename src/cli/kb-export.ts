@@ -154,7 +154,7 @@ anything else leaves it as it was.
 Beside a file PATH it keeps PATH.manifest.json (the export's size, SHA-256, documents, ETag and
 change token, and each media file's path, size, SHA-256 and content type) and PATH.sha256
 (sha256sum -c PATH.sha256, run in PATH's folder, checks the export and the media without
-kb-export). Neither is rewritten when its content is unchanged.
+kb-export; so does kb-export verify PATH). Neither is rewritten when its content is unchanged.
 
 --incremental writes the same bytes as a full backup of that moment (the same JSON or NDJSON; a
 compressed PATH is compressed here, so only its decompressed bytes are the same), atomically too:
@@ -200,6 +200,42 @@ Example (cron):
       }
     } catch (err) {
       process.stderr.write(`kb-export backup: ${(err as Error).message}\n`);
+      process.exitCode = err instanceof BackupError ? err.exitCode : 1;
+    }
+  });
+
+program
+  .command('verify')
+  .description('check a backup against its PATH.manifest.json: the export whole and unchanged, every media file present with its size and SHA-256, every media URL listed')
+  .argument('<path>', 'the backup file (as given to backup --out)')
+  .option('--media-dir <dir>', "the media folder, when it moved (default: the manifest's, relative to PATH's folder)")
+  .option('--quiet', 'problems only, no final line')
+  .addHelpText(
+    'after',
+    `
+Checks, reading each file once and holding one document and one entry at a time:
+  PATH                 its size and SHA-256 as the manifest lists them; well-formed, success true,
+                       meta.count equal to the documents and to the manifest's count
+  DIR/…                every media file listed, with its size and SHA-256 (no symbolic links)
+  media URLs           every one of the export is a listed file or a listed failure, and the
+                       manifest lists no other
+  PATH.sha256          says what the manifest says
+
+Each problem is printed on a line of its own (standard output). Exit codes: 0 no problem, 1 one or
+more problems, 2 usage error (PATH missing).
+
+Example:
+  kb-export verify /backups/handbook.json && (cd /backups && sha256sum -c --quiet handbook.json.sha256)`,
+  )
+  .action(async (file: string, opts: { mediaDir?: string; quiet?: boolean }) => {
+    const { verifyBackup } = await import('../backup/verify-command.js');
+    const { BackupError } = await import('../backup/backup-command.js');
+    try {
+      const r = await verifyBackup({ file, ...(opts.mediaDir !== undefined ? { mediaDir: opts.mediaDir } : {}) }, print);
+      if (!opts.quiet) process.stderr.write(`${r.line}\n`);
+      if (r.problems > 0) process.exitCode = 1;
+    } catch (err) {
+      process.stderr.write(`kb-export verify: ${(err as Error).message}\n`);
       process.exitCode = err instanceof BackupError ? err.exitCode : 1;
     }
   });

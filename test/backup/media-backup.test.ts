@@ -6,7 +6,7 @@
  * and a redirect to another origin (a second server, as presigned object-store URLs are), which
  * never receives the API key. The files land at their paths below the prefix, percent-decoded,
  * each fetched once however often the export names it; `sha256sum -c PATH.sha256` (the real one)
- * passes; an unchanged second backup fetches nothing it holds and leaves the
+ * and `kb-export verify` pass; an unchanged second backup fetches nothing it holds and leaves the
  * manifest and PATH.sha256 byte for byte, mtime included; --media-refresh fetches everything
  * again; a 304 keeps the manifest; a backup without --media-dir still writes both files.
  */
@@ -18,7 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { doc, seed, simpleSeed, startServer } from '../helpers/app.js';
-import { runBackupCli } from '../helpers/backup-cli.js';
+import { runBackupCli, runCli } from '../helpers/backup-cli.js';
 import { createTestDatabase } from '../helpers/db.js';
 import { startStub } from '../helpers/export-stub.js';
 import { startFront } from '../helpers/media-front.js';
@@ -180,13 +180,16 @@ t.test('a first backup: every media file at its path, faults retried, the 404 li
   t.notOk(front.requests.some((q) => q.url.startsWith('/media/other-doc')), 'a link that is no attachment is not media');
 });
 
-t.test('sha256sum -c PATH.sha256 passes on the fresh backup', async (t) => {
+t.test('sha256sum -c PATH.sha256 and kb-export verify pass on the fresh backup', async (t) => {
   const sums = readFileSync(`${out}.sha256`, 'utf8');
   t.match(sums, new RegExp(`^${sha256(readFileSync(out))}  kb\\.json\\n`), 'the export first, relative to its folder');
   t.match(sums, /  media\/files\/report v2\.pdf\n/, 'then each media file under DIR');
   t.equal(sums.split('\n').length - 1, 11);
   const checked = execFileSync('sha256sum', ['-c', 'kb.json.sha256'], { cwd: dir, encoding: 'utf8' });
   t.equal(checked.split('\n').filter((l) => l.endsWith(': OK')).length, 11, 'sha256sum: every line OK');
+  const v = await runCli(['verify', out]);
+  t.equal(v.code, 0, v.stdout.toString() + v.stderr);
+  t.match(v.stderr, /verified .*kb\.json: 3 documents, 10 media files \(\d+ bytes\) in .*media, 1 listed as missing/);
 });
 
 t.test('an unchanged backup fetches only what is missing and rewrites neither file', async (t) => {
@@ -225,6 +228,7 @@ t.test('a file changed in DIR is fetched again; a change to the export writes a 
   const m = manifest();
   t.not(m.changeToken, token, 'a new export: its own change token');
   t.equal(m.export.sha256, sha256(readFileSync(out)));
+  t.equal((await runCli(['verify', out])).code, 0);
 });
 
 t.test('--if-changed: a 304 keeps the manifest and fetches no media', async (t) => {
@@ -252,6 +256,7 @@ t.test('--incremental: the merged file gets its manifest and media as a download
   const m = manifest(inc);
   t.same(m.export, { file: 'inc.json', bytes: statSync(inc).size, sha256: sha256(readFileSync(inc)), documents: 3 });
   t.equal(m.changeToken, (JSON.parse(readFileSync(`${inc}.token`, 'utf8')) as { token: string }).token, "the delta's token");
+  t.equal((await runCli(['verify', inc])).code, 0);
 });
 
 t.test('without --media-dir: the manifest and PATH.sha256 of the export alone', async (t) => {
@@ -265,6 +270,8 @@ t.test('without --media-dir: the manifest and PATH.sha256 of the export alone', 
   t.same(m.export, { file: 'plain.json.gz', bytes: statSync(plain).size, sha256: sha256(readFileSync(plain)), documents: 3 }, 'the file as written, compressed');
   t.equal(readFileSync(`${plain}.sha256`, 'utf8'), `${m.export.sha256}  plain.json.gz\n`);
   execFileSync('sha256sum', ['-c', '--quiet', 'plain.json.gz.sha256'], { cwd: dir });
+  const v = await runCli(['verify', plain]);
+  t.equal(v.code, 0, v.stdout.toString() + v.stderr);
 });
 
 t.test('usage errors exit 2 and download nothing', async (t) => {
