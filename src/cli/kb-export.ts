@@ -82,13 +82,15 @@ program
   .command('serve')
   .description('serve the export API (the schema must be current: see migrate, --migrate)')
   .option('--migrate', 'apply pending migrations first (also MIGRATE_ON_START=true)')
-  .option('--demo', 'development: migrate, load a generated demo knowledge base into an empty embedded database, print a key and a curl command')
+  .option('--demo', "development: migrate, load a generated demo knowledge base into an empty embedded database, serve its media (generated images) under MEDIA_PROXY_PREFIX, print a key and a curl command")
   .action(
     action(async (opts: { demo?: boolean; migrate?: boolean }) => {
       const { serve } = await import('../server.js');
       // The generator is loaded only for --demo: a plain serve never imports it.
       const prepare = opts.demo ? (await import('../generate/demo.js')).demoPreparation : undefined;
-      await serve(config(), { migrate: Boolean(opts.migrate || opts.demo), ...(prepare ? { prepare } : {}) });
+      const media = opts.demo ? (await import('../generate/demo-media.js')).registerDemoMedia : undefined;
+      const routes = media ? { routes: (app: Parameters<typeof media>[0], c: Config) => void media(app, c.mediaProxyPrefix) } : {};
+      await serve(config(), { migrate: Boolean(opts.migrate || opts.demo), ...(prepare ? { prepare } : {}), ...routes });
     }),
   );
 
