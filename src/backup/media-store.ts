@@ -13,7 +13,8 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { lstat, mkdir, open, realpath, rename, rm, type FileHandle } from 'node:fs/promises';
+import type { Stats } from 'node:fs';
+import { lstat, mkdir, open, realpath, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { Writable, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -39,10 +40,14 @@ export interface TempFile {
 
 /** Folders whose entries changed since their last fsync; synced in groups of this many, and before the manifest. */
 const PENDING_SYNCS = 256;
+/** Folders remembered as walked; the set starts again when full (media come sorted, so a folder's files come together). */
+const KNOWN_FOLDERS = 1024;
 
 /** `DIR`, opened (created when missing). */
 export class MediaDir {
   private pendingSync = new Set<string>();
+  /** Folders below DIR this run walked and found plain (no link): reads need not walk them again. */
+  private readonly known = new Set<string>();
 
   private constructor(readonly root: string) {}
 
@@ -67,17 +72,17 @@ export class MediaDir {
 
   /** Media path `rel` as it is on disk: its size and absolute path when a regular file under plain folders, else what is wrong. */
   async inspect(rel: string): Promise<{ target: string; size: number } | string> {
-    let target: string | null;
+    let found: { target: string; stat: Stats | null } | null;
     try {
-      target = await this.place(rel, false);
+      found = await this.walk(rel, false, true);
     } catch (err) {
       if (err instanceof RefusedPath) return err.message;
       throw err;
     }
-    const s = target === null ? null : await lstat(target).catch(() => null);
-    if (target === null || s === null) return 'missing';
-    if (!s.isFile()) return 'not a regular file';
-    return { target, size: s.size };
+    if (found === null || found.stat === null) return 'missing';
+    if (found.stat.isSymbolicLink()) return `${rel} is a symbolic link`;
+    if (!found.stat.isFile()) return 'not a regular file';
+    return { target: found.target, size: found.stat.size };
   }
 
   /**
@@ -86,26 +91,47 @@ export class MediaDir {
    * is a link or a file, MediaStoreError when a folder cannot be made for want of space or access.
    */
   async place(rel: string, create: boolean): Promise<string | null> {
+    const found = await this.walk(rel, create, false);
+    if (found === null) return null;
+    const s = found.stat;
+    if (s?.isSymbolicLink()) throw new RefusedPath(`${rel} is a symbolic link: not replaced`);
+    if (s !== null && !s.isFile()) throw new RefusedPath(`${rel} is ${s.isDirectory() ? 'a folder' : 'not a regular file'}: not replaced`);
+    return found.target;
+  }
+
+  /**
+   * Walks `rel`'s folders below DIR segment by segment with lstat (making missing ones with
+   * `create`), then lstats the last segment: its absolute path and what is there (null: nothing),
+   * or null when a folder is missing and not made. A read may trust a folder this run already
+   * walked (`known`); a write never does.
+   */
+  private async walk(rel: string, create: boolean, read: boolean): Promise<{ target: string; stat: Stats | null } | null> {
     const names = rel.split('/');
-    let at = this.root;
-    for (const name of names.slice(0, -1)) {
-      at = path.join(at, name);
-      const kind = await kindOf(at);
-      if (kind === 'folder') continue;
-      if (kind !== 'missing') throw new RefusedPath(`${path.relative(this.root, at)} is ${kind === 'link' ? 'a symbolic link' : 'not a folder'}: not followed`);
-      if (!create) return null;
-      await mkdir(at).catch(async (err: NodeJS.ErrnoException) => {
-        // Made meanwhile (by another item of the same folder): fine if it is a folder.
-        if (err.code === 'EEXIST' && (await kindOf(at)) === 'folder') return;
-        throw classify(err, rel);
-      });
-      this.touched(path.dirname(at));
+    const folder = path.join(this.root, ...names.slice(0, -1));
+    if (!(read && this.known.has(folder))) {
+      let at = this.root;
+      for (const name of names.slice(0, -1)) {
+        at = path.join(at, name);
+        const kind = await kindOf(at);
+        if (kind === 'folder') continue;
+        if (kind !== 'missing') throw new RefusedPath(`${path.relative(this.root, at)} is ${kind === 'link' ? 'a symbolic link' : 'not a folder'}: not followed`);
+        if (!create) return null;
+        await mkdir(at).catch(async (err: NodeJS.ErrnoException) => {
+          // Made meanwhile (by another item of the same folder): fine if it is a folder.
+          if (err.code === 'EEXIST' && (await kindOf(at)) === 'folder') return;
+          throw classify(err, rel);
+        });
+        this.touched(path.dirname(at));
+      }
+      if (this.known.size >= KNOWN_FOLDERS) this.known.clear();
+      this.known.add(folder);
     }
-    const target = path.join(at, names[names.length - 1]!);
-    const kind = await kindOf(target);
-    if (kind === 'link') throw new RefusedPath(`${rel} is a symbolic link: not replaced`);
-    if (kind === 'folder' || kind === 'other') throw new RefusedPath(`${rel} is ${kind === 'folder' ? 'a folder' : 'not a regular file'}: not replaced`);
-    return target;
+    const target = path.join(folder, names[names.length - 1]!);
+    const stat = await lstat(target).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return null;
+      throw classify(err, rel);
+    });
+    return { target, stat };
   }
 
   /**
@@ -204,14 +230,20 @@ function classify(err: NodeJS.ErrnoException, rel: string): Error {
   return new RefusedPath(`cannot write ${rel}: ${err.code ?? err.message}`);
 }
 
-/** SHA-256 (hex) of a file opened without following a link. Rejects with the read's error. */
+/** SHA-256 (hex) of a file opened without following a link, read in one buffer of at most 1 MiB. Rejects with the read's error. */
 export async function fileHash(file: string): Promise<string> {
-  const handle: FileHandle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
-  const hash = createHash('sha256');
+  const handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
   try {
-    for await (const chunk of handle.createReadStream({ autoClose: false, highWaterMark: 1 << 20 })) hash.update(chunk as Buffer);
+    // Sized to the file: most media are small, and a 1 MiB buffer for each was most of the work.
+    const buffer = Buffer.allocUnsafe(Math.max(1, Math.min((await handle.stat()).size, 1 << 20)));
+    const hash = createHash('sha256');
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+      if (bytesRead === 0) break;
+      hash.update(buffer.subarray(0, bytesRead));
+    }
+    return hash.digest('hex');
   } finally {
     await handle.close();
   }
-  return hash.digest('hex');
 }
