@@ -11,7 +11,7 @@ import { STATUS_CODES } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request, type Dispatcher } from 'undici';
 import { decoder, header } from './download.js';
-import { MediaStoreError, type TempFile } from './media-store.js';
+import { MediaStoreError, RefusedPath, type TempFile } from './media-store.js';
 
 /** Redirects followed for one fetch; one more is a failure. */
 export const MAX_REDIRECTS = 5;
@@ -145,6 +145,7 @@ async function receive(res: Dispatcher.ResponseData, o: MediaFetchOptions, openT
     res.body.destroy();
     await temp.discard();
     if (err instanceof MediaStoreError || o.signal.aborted) throw err;
+    if (err instanceof RefusedPath) return { ok: false, status: 200, why: err.message, retry: false, retryAfterMs: null };
     return { ok: false, status: 200, why: `the body was cut: ${(err as Error).message}`, retry: true, retryAfterMs: null };
   }
 }

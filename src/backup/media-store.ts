@@ -16,8 +16,6 @@ import { constants } from 'node:fs';
 import type { Stats } from 'node:fs';
 import { lstat, mkdir, open, realpath, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { Writable, type Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { syncDir, writeAll } from './output.js';
 
 /** One media item that cannot be kept where its path says (a link or a file in the way, a name the file system refuses). */
@@ -32,8 +30,11 @@ const FATAL_CODES = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EIO']);
 /** A file written under a temporary name, its bytes counted and hashed. */
 export interface TempFile {
   readonly path: string;
-  /** Writes `body` to it; resolves with its size (bytes) and SHA-256 (hex) once written and fsynced. */
-  write(body: Readable): Promise<{ bytes: number; sha256: string }>;
+  /**
+   * Writes `body` to it; resolves with its size (bytes) and SHA-256 (hex) once written and fsynced.
+   * Rejects with the body's error, MediaStoreError (DIR cannot take it) or RefusedPath (this file cannot be written).
+   */
+  write(body: AsyncIterable<unknown>): Promise<{ bytes: number; sha256: string }>;
   /** Removes it. Never throws. */
   discard(): Promise<void>;
 }
@@ -46,7 +47,7 @@ const KNOWN_FOLDERS = 1024;
 /** `DIR`, opened (created when missing). */
 export class MediaDir {
   private pendingSync = new Set<string>();
-  /** Folders below DIR this run walked and found plain (no link): reads need not walk them again. */
+  /** Folders below DIR this run walked and found plain (no link), or made: not walked again. */
   private readonly known = new Set<string>();
 
   private constructor(readonly root: string) {}
@@ -74,7 +75,7 @@ export class MediaDir {
   async inspect(rel: string): Promise<{ target: string; size: number } | string> {
     let found: { target: string; stat: Stats | null } | null;
     try {
-      found = await this.walk(rel, false, true);
+      found = await this.walk(rel, false);
     } catch (err) {
       if (err instanceof RefusedPath) return err.message;
       throw err;
@@ -91,7 +92,7 @@ export class MediaDir {
    * is a link or a file, MediaStoreError when a folder cannot be made for want of space or access.
    */
   async place(rel: string, create: boolean): Promise<string | null> {
-    const found = await this.walk(rel, create, false);
+    const found = await this.walk(rel, create);
     if (found === null) return null;
     const s = found.stat;
     if (s?.isSymbolicLink()) throw new RefusedPath(`${rel} is a symbolic link: not replaced`);
@@ -102,13 +103,15 @@ export class MediaDir {
   /**
    * Walks `rel`'s folders below DIR segment by segment with lstat (making missing ones with
    * `create`), then lstats the last segment: its absolute path and what is there (null: nothing),
-   * or null when a folder is missing and not made. A read may trust a folder this run already
-   * walked (`known`); a write never does.
+   * or null when a folder is missing and not made. A folder this run already walked is not walked
+   * again (`known`): the walk is there for the links DIR held before, and nothing but this run
+   * writes in DIR while it runs (walking again would not close the gap between a check and a
+   * rename anyway).
    */
-  private async walk(rel: string, create: boolean, read: boolean): Promise<{ target: string; stat: Stats | null } | null> {
+  private async walk(rel: string, create: boolean): Promise<{ target: string; stat: Stats | null } | null> {
     const names = rel.split('/');
     const folder = path.join(this.root, ...names.slice(0, -1));
-    if (!(read && this.known.has(folder))) {
+    if (!this.known.has(folder)) {
       let at = this.root;
       for (const name of names.slice(0, -1)) {
         at = path.join(at, name);
@@ -159,23 +162,16 @@ export class MediaDir {
     return {
       path: file,
       async write(body) {
+        // A loop, not stream.pipeline: a pipeline per file cost an AbortError (with its stack) each.
         const hash = createHash('sha256');
         let bytes = 0;
-        const sink = new Writable({
-          highWaterMark: 256 * 1024,
-          writev(chunks, cb) {
-            const buffers = chunks.map((c) => c.chunk as Buffer);
-            for (const b of buffers) hash.update(b);
-            writeAll(handle, buffers).then(
-              (n) => {
-                bytes += n;
-                cb();
-              },
-              (err: NodeJS.ErrnoException) => cb(FATAL_CODES.has(err.code ?? '') ? new MediaStoreError(`cannot write in ${file}: ${err.message}`) : err),
-            );
-          },
-        });
-        await pipeline(body, sink);
+        for await (const chunk of body) {
+          const b = chunk as Buffer;
+          hash.update(b);
+          bytes += await writeAll(handle, [b]).catch((err: NodeJS.ErrnoException) => {
+            throw FATAL_CODES.has(err.code ?? '') ? new MediaStoreError(`cannot write in ${file}: ${err.message}`) : new RefusedPath(`cannot write in ${file}: ${err.code ?? err.message}`);
+          });
+        }
         await handle.sync();
         await close();
         return { bytes, sha256: hash.digest('hex') };
