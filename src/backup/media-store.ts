@@ -144,7 +144,7 @@ export class MediaDir {
   async hashOf(rel: string, size: number): Promise<string | null> {
     const found = await this.inspect(rel);
     if (typeof found === 'string' || found.size !== size) return null;
-    return fileHash(found.target).catch(() => null);
+    return fileHash(found.target, found.size).catch(() => null);
   }
 
   /** A new temporary file at DIR's top. Throws MediaStoreError. */
@@ -226,12 +226,16 @@ function classify(err: NodeJS.ErrnoException, rel: string): Error {
   return new RefusedPath(`cannot write ${rel}: ${err.code ?? err.message}`);
 }
 
-/** SHA-256 (hex) of a file opened without following a link, read in one buffer of at most 1 MiB. Rejects with the read's error. */
-export async function fileHash(file: string): Promise<string> {
+/**
+ * SHA-256 (hex) of a file opened without following a link, read in one buffer of at most 1 MiB
+ * (`size`, bytes, when the caller knows it from its lstat: the buffer's size, not a limit).
+ * Rejects with the read's error.
+ */
+export async function fileHash(file: string, size?: number): Promise<string> {
   const handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
   try {
     // Sized to the file: most media are small, and a 1 MiB buffer for each was most of the work.
-    const buffer = Buffer.allocUnsafe(Math.max(1, Math.min((await handle.stat()).size, 1 << 20)));
+    const buffer = Buffer.allocUnsafe(Math.max(1, Math.min(size ?? (await handle.stat()).size, 1 << 20)));
     const hash = createHash('sha256');
     for (;;) {
       const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);

@@ -267,6 +267,6 @@ async function checkFile(store: MediaDir, dir: string, e: Extract<MediaEntry, { 
   const found = await store.inspect(e.path);
   if (typeof found === 'string') return report(`${where}: ${found}`);
   if (found.size !== e.bytes) return report(`${where}: ${found.size} bytes, the manifest says ${e.bytes}`);
-  const sha256 = await fileHash(found.target).catch((err: Error) => `unreadable (${err.message})`);
+  const sha256 = await fileHash(found.target, found.size).catch((err: Error) => `unreadable (${err.message})`);
   if (sha256 !== e.sha256) report(`${where}: SHA-256 ${sha256}, the manifest says ${e.sha256}`);
 }
