@@ -26,7 +26,9 @@ import type { TokenOptions } from './record.js';
 /** The manifest's version, its first key. */
 export const MANIFEST_VERSION = 1;
 
+/** The manifest beside a backup file PATH: `PATH.manifest.json`. */
 export const manifestFileOf = (file: string) => `${file}.manifest.json`;
+/** The checksums beside a backup file PATH, in `sha256sum` format: `PATH.sha256`. */
 export const sumsFileOf = (file: string) => `${file}.sha256`;
 
 /** The export file as the manifest describes it. */
@@ -65,6 +67,7 @@ export type MediaEntry =
   | { path: string; url: string; bytes: number; sha256: string; contentType: string | null }
   | { path: string | null; url: string; missing: string; status: number | null };
 
+/** Whether an entry is a file kept in DIR (rather than one missing). */
 export const isKept = (e: MediaEntry): e is Extract<MediaEntry, { sha256: string }> => 'sha256' in e;
 
 /** An entry as the order of compareRefs sees it. */

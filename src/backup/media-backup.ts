@@ -1,15 +1,15 @@
 /**
  * `kb-export backup` for a file, with what it keeps beside the export: after the export is written
  * (backup-command.ts), `PATH.manifest.json` and `PATH.sha256` (manifest.ts), and with
- * `--media-dir DIR` every media file the export names under its `Export-Media-Prefix` (D3, D13.3).
- * The media URLs are read back from the written file one document at a time (media-scan.ts), sorted
- * and deduplicated in bounded memory (sorted-spill.ts), matched in that order with the last
- * manifest's entries (a file still there with the size and SHA-256 listed is not fetched again,
- * unless `--media-refresh`), fetched at a bounded concurrency (media-fetch.ts) into DIR
- * (media-store.ts), and listed in the manifest in the same order as they complete in turn. A
+ * `--media-dir DIR` every media file the export names under its `Export-Media-Prefix`. The media
+ * URLs are read back from the written file one document at a time (media-scan.ts), sorted and
+ * deduplicated in bounded memory (sorted-spill.ts), matched in that order with the last manifest's
+ * entries (a file still there with the size and SHA-256 listed is not fetched again, unless
+ * `--media-refresh`), fetched at a bounded concurrency (media-fetch.ts) into DIR (media-store.ts),
+ * and listed in the manifest in that same order, each once it and those before it are done. A
  * media file that cannot be fetched is listed with why; the command then exits 4 (the export is
- * saved, N media are missing), apart from 1 (nothing new is trustworthy). A `--if-changed` run
- * answered 304 keeps the manifest as it is.
+ * saved, N media are missing), apart from 1 (DIR or the manifest could not be written). A
+ * `--if-changed` run answered 304 keeps the manifest as it is (D3, D13.3).
  */
 import { once } from 'node:events';
 import path from 'node:path';

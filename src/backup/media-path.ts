@@ -1,12 +1,12 @@
 /**
  * Which URLs of an export are this service's media, and where each is kept below `--media-dir`:
  * its path below the response's `Export-Media-Prefix`, each segment percent-decoded, so that
- * copying the folder back into a media store puts every object under its name again (D3, D13.3).
- * The URL is read as a browser reads it (WHATWG URL: `\` is `/`, `.` and `..` segments resolved,
- * `%2e` too), and then refused rather than kept when its path leaves the prefix, or holds a
- * segment that is empty, `.` or `..`, or would name a folder or escape one once decoded (`%2F`,
- * `%5C`, NUL, control characters), or is longer than a file name can be. A refused URL is listed
- * in the manifest as missing, with why; nothing is written for it.
+ * copying the folder back into a media store puts every object under its name again. The URL is
+ * read as a browser reads it (WHATWG URL: `\` is `/`, `.` and `..` segments resolved, `%2e` too),
+ * and then refused rather than kept when its path leaves the prefix, or holds a segment that is
+ * empty, `.` or `..`, or would name a folder or escape one once decoded (`%2F`, `%5C`, NUL, control
+ * characters), or is longer than a file name can be. A refused URL is listed in the manifest as
+ * missing, with why; nothing is written for it (D3, D13.3).
  */
 
 /** A media URL of an export as written (trimmed), and where it is kept: `path` relative to DIR, or null with why not. */

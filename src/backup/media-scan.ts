@@ -1,11 +1,11 @@
 /**
  * The media URLs of an export: each document's `cover.url` and the values of D3.3's attributes in
  * its `contentHtml` (srcset candidates one by one), kept when they start with the response's media
- * prefix, which is exactly what the server rewrote (D3.2, D3.6, D13.3). The body is read as
- * the bytes of a file (a backup read back), cut into documents by raw-split.ts, so memory holds
- * one document at a time; each `contentHtml` goes through the same tokenizer and the same table
- * (media-attributes.ts) as the server's rewriter, skipped when the table's pre-check finds no
- * media tag in it.
+ * prefix, which is exactly what the server rewrote. The body is read as the bytes of a file (a
+ * backup read back), cut into documents by raw-split.ts, so memory holds one document at a time;
+ * each `contentHtml` goes through the same tokenizer and the same table (media-attributes.ts) as
+ * the server's rewriter, skipped when the table's pre-check finds no media tag in it (D3.2, D3.3,
+ * D3.6, D13.3).
  */
 import { Writable } from 'node:stream';
 import { SyncSaxParser } from '../export/rewrite/rewriter/html-tokenizer.js';

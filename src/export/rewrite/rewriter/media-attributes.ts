@@ -61,7 +61,7 @@ const ANCHOR_MARKERS = /download|data-type/i;
 /**
  * A pre-check with no false negatives, for text where a tag name ends at one of `terminators`
  * (a character class body): a media tag name after `<`, or an `a` with `download` or `data-type`
- * somewhere (D3.3). False means no value of the table can be in the text.
+ * somewhere. False means no value of the table can be in the text (D3.3).
  */
 export function mediaPreCheck(terminators: string): (text: string) => boolean {
   const media = new RegExp(`<(?:${MEDIA_TAG_NAMES})(?:[${terminators}]|$)`, 'i');
