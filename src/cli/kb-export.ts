@@ -133,7 +133,7 @@ program
     '--incremental',
     'keep the change token, size and SHA-256 of PATH in PATH.token; download only the changes since and merge them into PATH (a full export when PATH no longer matches, the token expired (410) or was issued for other options)',
   )
-  .option('--retries <n>', 'attempts after the first for 429, 503 and cut connections', integerOption, 5)
+  .option('--retries <n>', "attempts after the first for 429, 503 and cut connections (the export's, and each media file's)", integerOption, 5)
   .option('--timeout <seconds>', 'longest wait for the server to answer or send more data', integerOption, 300)
   .option('--key-file <file>', 'read the API key from this file instead of KB_EXPORT_API_KEY')
   .option('--quiet', 'no progress and no final line')

@@ -30,6 +30,7 @@ const hostile = [
   '/media/../../outside/escape-1.txt',
   '/media/%2e%2e/%2E%2E/outside/escape-2.txt',
   '/media/..%2f..%2foutside%2fescape-3.txt',
+  '/media/%2Foutside%2Fescape-9.txt',
   '/media/a%5C..%5C..%5Coutside%5Cescape-4.txt',
   '/media/nul%00escape-5.txt',
   '/media//outside/escape-6.txt',
