@@ -114,7 +114,8 @@ class PendingFile {
 
   static async open(file: string): Promise<PendingFile> {
     const tmp = `${file}.${randomBytes(4).toString('hex')}.tmp`;
-    return new PendingFile(file, tmp, await open(tmp, 'wx', 0o644));
+    // Private like the backup and its other records (output.ts): it names the book and its change token.
+    return new PendingFile(file, tmp, await open(tmp, 'wx', 0o600));
   }
 
   async write(text: string): Promise<void> {

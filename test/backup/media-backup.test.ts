@@ -288,6 +288,15 @@ t.test('usage errors exit 2 and download nothing', async (t) => {
   }
 });
 
+t.test('a DIR that cannot be a folder: exit 1, the export saved, the last manifest left as it was', async (t) => {
+  const before = stamp(`${out}.manifest.json`);
+  const r = await runBackupCli([...args.slice(0, args.indexOf('--media-dir')), '--media-dir', path.join(dir, 'plain.json.gz')]);
+  t.equal(r.code, 1, r.stderr);
+  t.match(r.stderr, /the export was saved, but cannot use --media-dir .*plain\.json\.gz/);
+  t.same(stamp(`${out}.manifest.json`), before);
+  t.same(readdirSync(dir).filter((f) => f.endsWith('.tmp')), [], 'no temporary file left');
+});
+
 t.test('a media server that never answers in time: listed, exit 4, the export kept', async (t) => {
   const silent = http.createServer(() => {});
   await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
