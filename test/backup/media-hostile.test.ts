@@ -4,7 +4,8 @@
  * whatever the export's URLs (`..`, `%2e%2e`, encoded slashes and backslashes, NUL, empty
  * segments), the names the media server sends (a redirect through `..`, Content-Disposition), or
  * the links in DIR (a folder and a file pointing outside). Each refusal is listed in the manifest
- * with why, the command exits 4, the good files are saved, and no temporary file is left.
+ * with why, the command exits 4, the good files are saved, and no temporary file is left. A chain
+ * of five redirects is followed; one of six is not.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -38,7 +39,7 @@ const hostile = [
   '/media/file-link.png',
   '/media/..\\..\\outside\\escape-8.txt',
 ];
-const html = [...hostile, '/media/ok/fine.png', '/media/redirected.png'].map((u) => `<img src="${u.replace(/"/g, '&quot;')}">`).join('') + '<img src="https://elsewhere.example/media/x.png">';
+const html = [...hostile, '/media/ok/fine.png', '/media/redirected.png', '/media/hops5.png', '/media/hops6.png'].map((u) => `<img src="${u.replace(/"/g, '&quot;')}">`).join('') + '<img src="https://elsewhere.example/media/x.png">';
 const body = JSON.stringify({
   success: true,
   book: { id: 'b', slug: 'kb', name: 'KB' },
@@ -52,6 +53,11 @@ const stub = await startStub(t, (req, res) => {
   if (url.startsWith('/api/')) {
     res.writeHead(200, { 'content-type': 'application/json', 'export-media-prefix': '/media/', etag: '"hostile"' });
     res.end(body);
+  } else if (/^\/media\/hops\d\.png$/.test(url) || /^\/r\/[2-9]$/.test(url)) {
+    // A chain of redirects: hopsN.png -> /r/N -> … -> /r/1, which answers: N redirects in all.
+    const n = Number(url.startsWith('/r/') ? url.slice(3) : url.slice('/media/hops'.length, -'.png'.length));
+    res.writeHead(307, { location: `/r/${url.startsWith('/r/') ? n - 1 : n}` });
+    res.end();
   } else if (url === '/media/redirected.png') {
     // A name the server sends is never used: the file goes where the export's URL says.
     res.writeHead(302, { location: '/media/../../../../outside/redirect-escape.png' });
@@ -87,8 +93,10 @@ t.test('nothing outside DIR; refusals listed; good files saved; exit 4', async (
     t.ok(readFileSync(p).equals(bytesOf(from)), `${u} saved at its path`);
     t.match(byUrl.get(u), { bytes: bytesOf(from).length, sha256: createHash('sha256').update(bytesOf(from)).digest('hex'), contentType: 'image/png' });
   }
-  t.equal(manifest.summary.files, 3);
-  t.equal(manifest.summary.missing, hostile.length);
+  t.match(byUrl.get('/media/hops5.png'), { path: 'hops5.png', bytes: bytesOf('/r/1').length }, 'five redirects are followed');
+  t.match(byUrl.get('/media/hops6.png'), { path: 'hops6.png', missing: 'more than 5 redirects', status: 307 }, 'a sixth is not');
+  t.equal(manifest.summary.files, 4);
+  t.equal(manifest.summary.missing, hostile.length + 1);
   t.notOk(byUrl.has('https://elsewhere.example/media/x.png'), 'a URL outside the prefix is not media');
   t.notOk(existsSync(path.join(root, 'outside', 'disposition.png')));
 });
