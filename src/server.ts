@@ -15,6 +15,7 @@ import { startChangePruning } from './export/change-retention.js';
 import { trackUnusedConnections } from './http/shutdown.js';
 import { serveMetrics } from './observe/metrics.js';
 import type { Server } from 'node:http';
+import type { FastifyInstance } from 'fastify';
 
 export interface ServeOptions {
   /** Apply pending migrations before serving (`serve --migrate`, MIGRATE_ON_START); otherwise a schema that is behind stops start-up. */
@@ -26,6 +27,8 @@ export interface ServeOptions {
    * its `http://host:port`.
    */
   prepare?: (sql: Sql, embedded: boolean) => Promise<((base: string) => string) | null>;
+  /** Adds routes to the app before it listens (`serve --demo`: the demo's media, src/generate/demo-media.ts); a plain serve has none. */
+  routes?: (app: FastifyInstance, config: Config) => void;
 }
 
 /** How often removals kept for deltas are pruned (src/export/change-retention.ts). */
@@ -76,6 +79,7 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
     throw err;
   }
   const app = await buildApp({ config, sql, exportSql, planSql, logger: process.stdout });
+  opts.routes?.(app, config);
   const connections = trackUnusedConnections(app.server);
   let metricsServer: Server | undefined;
   let pruning: { stop(): Promise<void> } | undefined;

@@ -192,9 +192,16 @@ t.test('serve --demo on an empty embedded database prints a working key and curl
   t.match(key, /^kbx_/, 'decisions.md D5.1: a recognisable prefix');
   const res = await request(url!, { headers: { authorization: `Bearer ${key}` } });
   t.equal(res.statusCode, 200);
-  const body = (await res.body.json()) as { meta: { count: number }; documents: unknown[] };
+  const body = (await res.body.json()) as { meta: { count: number }; documents: { contentHtml: string | null }[] };
   t.ok(body.meta.count > 1000, 'the demo knowledge base has thousands of documents');
   t.equal(body.meta.count, body.documents.length);
+  // The demo serves the media its documents reference, under the prefix (src/generate/demo-media.ts).
+  const image = body.documents.map((d) => /<img src="(\/media\/[^"?]+\.png)"/.exec(d.contentHtml ?? '')?.[1]).find((u) => u !== undefined)!;
+  const media = await request(new URL(image, url).href);
+  t.equal(media.statusCode, 200, `${image} is served`);
+  t.equal(media.headers['content-type'], 'image/png');
+  t.ok(Buffer.from(await media.body.arrayBuffer()).subarray(1, 4).equals(Buffer.from('PNG')), 'a PNG');
+  t.match(s.output(), /npx kb-export backup --server http:\/\/\S+ --book demo --out demo\.json --media-dir media\//, 'the banner shows a backup with its media');
   t.match(s.output(), /DATABASE_URL is not set: using an embedded PostgreSQL in .*for development only/, 'says the database is embedded');
   const pid = Number(readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
   s.child.kill('SIGINT');
@@ -242,6 +249,9 @@ t.test('a plain serve on a migrated database', async (t) => {
     const loaded = readFileSync(log, 'utf8').split('\n');
     t.ok(loaded.some((u) => u.endsWith('/dist/src/server.js')), 'the log records what serve loaded');
     t.notOk(loaded.some((u) => /\/src\/generate\//.test(u)), 'nothing under src/generate/');
+    const media = await request(`${base}/media/uploads/x.png`);
+    t.equal(media.statusCode, 404, 'nor serves the demo media');
+    await media.body.dump();
   });
 
   await t.test('serve prunes the removals kept for deltas past CHANGE_RETENTION_DAYS (D12.4)', async (t) => {

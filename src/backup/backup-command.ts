@@ -30,6 +30,8 @@ interface BackupOptions {
   timeoutS: number;
   quiet: boolean;
   keyFile?: string;
+  /** Told of each export written, before the final line (media-backup.ts keeps the manifest and media beside it). */
+  onWritten?: (result: Extract<IncrementalResult, { kind: 'written' }>) => void;
 }
 
 /** A failure with its exit code (4: `changes` only, an expired token); the message is printed as it is. */
@@ -135,7 +137,10 @@ export async function runBackup(o: BackupOptions, log: (line: string) => void, e
         continue;
       }
       const seconds = ((Date.now() - started) / 1000).toFixed(1);
-      if (result.kind === 'written') return writtenLine(o.out, result, seconds, cuts);
+      if (result.kind === 'written') {
+        o.onWritten?.(result);
+        return writtenLine(o.out, result, seconds, cuts);
+      }
       if (result.kind === 'unwritable') throw new BackupError(`backup failed: ${result.reason}; ${o.out === '-' ? 'the output is incomplete' : `${o.out} was left as it was`}`, 1);
       if (result.kind === 'unchanged') return `unchanged: ${o.out} is current (ETag ${result.etag}), nothing downloaded`;
       if (result.kind === 'refused' && [400, 401, 404].includes(result.status)) {

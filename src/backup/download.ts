@@ -47,13 +47,20 @@ export interface DeltaSummary {
   bytes: number;
 }
 
+/** What a file backup keeps of the export beside PATH (manifest.ts): PATH's SHA-256 as written, the change token and Export-Media-Prefix (D13.3). */
+export interface WrittenFile {
+  sha256: string;
+  changeToken: string | null;
+  mediaPrefix: string | null;
+}
+
 /**
  * How an attempt ended. `retryAfterS` comes from the server's Retry-After; `unwritable` is a
  * failure of the local files (retrying cannot help). `bytes` are decoded (JSON) bytes, `fileBytes`
  * the file's, and `fromServer` the file's compression when it holds the server's bytes.
  */
 export type AttemptResult =
-  | { kind: 'written'; documents: number; bytes: number; fileBytes: number; fromServer: FileEncoding | null; etag: string | null; delta?: DeltaSummary }
+  | { kind: 'written'; documents: number; bytes: number; fileBytes: number; fromServer: FileEncoding | null; etag: string | null; delta?: DeltaSummary; file?: WrittenFile }
   | { kind: 'unchanged'; etag: string }
   | { kind: 'refused'; status: number; code: string; message: string; retryAfterS: number | null }
   | { kind: 'broken'; reason: string; cut?: CutExport }
@@ -204,12 +211,14 @@ export async function attemptBackup(o: AttemptOptions): Promise<AttemptResult> {
   const verdict = verifier.verdict();
   const why = incompleteReason(verdict);
   if (why !== null) return { kind: 'broken', reason: why, ...(await keptCut(output, res)) };
+  const token = header(res.headers['export-change-token']);
   try {
-    const token = header(res.headers['export-change-token']);
     await output.commit(o.keepEtag ? etag : null, o.keepToken && token ? { token, options: o.keepToken } : null);
   } catch (err) {
     await output.abort();
     return { kind: 'unwritable', reason: (err as Error).message };
   }
-  return { kind: 'written', documents: verdict.documents, bytes, fileBytes: output.written(), fromServer: asSent ? fileEncoding : null, etag };
+  const sha256 = output.sha256();
+  const file = sha256 === null ? {} : { file: { sha256, changeToken: token ?? null, mediaPrefix: header(res.headers['export-media-prefix']) ?? null } };
+  return { kind: 'written', documents: verdict.documents, bytes, fileBytes: output.written(), fromServer: asSent ? fileEncoding : null, etag, ...file };
 }

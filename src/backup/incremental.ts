@@ -48,6 +48,7 @@ class Fallback extends Error {}
 export interface SpooledDelta {
   book: Buffer;
   token: string;
+  mediaPrefix: string | null;
   drop: Set<string>;
   changed: number;
   removed: number;
@@ -102,7 +103,7 @@ export async function spoolDelta(
     return new OutputError(`cannot write beside ${o.out}: ${err.message}`);
   });
   if (handle instanceof OutputError) return { kind: 'unwritable', reason: handle.message };
-  const delta: SpooledDelta = { book: Buffer.alloc(0), token, drop: new Set(), changed: 0, removed: 0, bytes: 0 };
+  const delta: SpooledDelta = { book: Buffer.alloc(0), token, mediaPrefix: header(res.headers['export-media-prefix']) ?? null, drop: new Set(), changed: 0, removed: 0, bytes: 0 };
   let last: RawDocument | null = null;
   let lines: Buffer[] = [];
   const splitter = new RawExportSplitter(o.format, {
@@ -222,5 +223,6 @@ export async function mergeDelta(
     fromServer: null,
     etag: null,
     delta: { changed: delta.changed, removed: delta.removed, bytes: delta.bytes },
+    file: { sha256: output.sha256()!, changeToken: delta.token, mediaPrefix: delta.mediaPrefix },
   };
 }

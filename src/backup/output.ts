@@ -61,6 +61,8 @@ interface BackupOutput {
   readonly stages: [Writable] | [Transform, Writable];
   /** Bytes written to the file so far (compressed ones when it is compressed). */
   written(): number;
+  /** SHA-256 (lowercase hex) of the file's bytes once committed; null before, and for standard output. */
+  sha256(): string | null;
   /**
    * Makes the body durable under its final name, with its records: `PATH.etag` for an `etag`,
    * `PATH.token` for a `token` (record.ts); a record not asked for is removed. Throws OutputError.
@@ -96,6 +98,7 @@ export async function openOutput(file: string, { encoded, asServer = false }: { 
   const sink = fileSink(handle, file);
   const stages: [Writable] | [Transform, Writable] = encoding !== null && !encoded ? [compressorFor(encoding, asServer), sink] : [sink];
   let closed = false;
+  let committed: string | null = null;
   const close = async () => {
     if (closed) return;
     closed = true;
@@ -105,6 +108,7 @@ export async function openOutput(file: string, { encoded, asServer = false }: { 
   return {
     stages,
     written: () => sink.size,
+    sha256: () => committed,
     async commit(etag, token = null) {
       try {
         await handle.sync();
@@ -124,6 +128,7 @@ export async function openOutput(file: string, { encoded, asServer = false }: { 
         if (etag !== null) await rename(recordTmp, record);
         if (token !== null) await rename(tokenTmp, tokenFile);
         if (etag !== null || token !== null) await syncDir(dir);
+        committed = sha256;
       } catch (err) {
         throw failed(err);
       }
@@ -225,6 +230,7 @@ function stdoutOutput(): BackupOutput {
   return {
     stages: [stream],
     written: () => size,
+    sha256: () => null,
     async commit() {},
     async abort() {
       stream.destroy();

@@ -22,6 +22,10 @@ interface BackupCliOptions {
   timeout: number;
   keyFile?: string;
   quiet?: boolean;
+  mediaDir?: string;
+  mediaConcurrency: number;
+  mediaRefresh?: boolean;
+  mediaTimeout: number;
 }
 
 /** A whole number option; anything else is a usage error (exit 2). */
@@ -78,13 +82,15 @@ program
   .command('serve')
   .description('serve the export API (the schema must be current: see migrate, --migrate)')
   .option('--migrate', 'apply pending migrations first (also MIGRATE_ON_START=true)')
-  .option('--demo', 'development: migrate, load a generated demo knowledge base into an empty embedded database, print a key and a curl command')
+  .option('--demo', "development: migrate, load a generated demo knowledge base into an empty embedded database, serve its media (generated images) under MEDIA_PROXY_PREFIX, print a key and a curl command")
   .action(
     action(async (opts: { demo?: boolean; migrate?: boolean }) => {
       const { serve } = await import('../server.js');
       // The generator is loaded only for --demo: a plain serve never imports it.
       const prepare = opts.demo ? (await import('../generate/demo.js')).demoPreparation : undefined;
-      await serve(config(), { migrate: Boolean(opts.migrate || opts.demo), ...(prepare ? { prepare } : {}) });
+      const media = opts.demo ? (await import('../generate/demo-media.js')).registerDemoMedia : undefined;
+      const routes = media ? { routes: (app: Parameters<typeof media>[0], c: Config) => void media(app, c.mediaProxyPrefix) } : {};
+      await serve(config(), { migrate: Boolean(opts.migrate || opts.demo), ...(prepare ? { prepare } : {}), ...routes });
     }),
   );
 
@@ -127,16 +133,30 @@ program
     '--incremental',
     'keep the change token, size and SHA-256 of PATH in PATH.token; download only the changes since and merge them into PATH (a full export when PATH no longer matches, the token expired (410) or was issued for other options)',
   )
-  .option('--retries <n>', 'attempts after the first for 429, 503 and cut connections', integerOption, 5)
+  .option('--retries <n>', "attempts after the first for 429, 503 and cut connections (the export's, and each media file's)", integerOption, 5)
   .option('--timeout <seconds>', 'longest wait for the server to answer or send more data', integerOption, 300)
   .option('--key-file <file>', 'read the API key from this file instead of KB_EXPORT_API_KEY')
   .option('--quiet', 'no progress and no final line')
+  .option(
+    '--media-dir <dir>',
+    "save every media file the export names under its Export-Media-Prefix into DIR, at its path below the prefix (a folder to rsync, aws s3 sync or cp -r back into the media store); listed in PATH.manifest.json",
+  )
+  .option('--media-concurrency <n>', 'media files fetched at once (1-64)', integerOption, 8)
+  .option('--media-refresh', 'fetch every media file again, even one still in DIR as the last manifest lists it')
+  .option('--media-timeout <seconds>', 'longest wait for a media server to answer or send more data, per request', integerOption, 30)
   .addHelpText(
     'after',
     `
 Exit codes: 0 written or unchanged, 1 failed after retries (at once when PATH cannot be written),
-2 usage error, 3 key refused or knowledge base not found. PATH is replaced only by a whole export
-(well-formed, success true, meta.count equal to the documents); anything else leaves it as it was.
+2 usage error, 3 key refused or knowledge base not found, 4 the export was saved but some media
+files are missing (after their retries; each is listed in PATH.manifest.json with why). PATH is
+replaced only by a whole export (well-formed, success true, meta.count equal to the documents);
+anything else leaves it as it was.
+
+Beside a file PATH it keeps PATH.manifest.json (the export's size, SHA-256, documents, ETag and
+change token, and each media file's path, size, SHA-256 and content type) and PATH.sha256
+(sha256sum -c PATH.sha256, run in PATH's folder, checks the export and the media without
+kb-export; so does kb-export verify PATH). Neither is rewritten when its content is unchanged.
 
 --incremental writes the same bytes as a full backup of that moment (the same JSON or NDJSON; a
 compressed PATH is compressed here, so only its decompressed bytes are the same), atomically too:
@@ -146,12 +166,15 @@ Example (cron):
   KB_EXPORT_API_KEY=kbx_… kb-export backup --server https://kb.example.com --book handbook \\
     --out /backups/handbook.json.gz --if-changed --quiet
   KB_EXPORT_API_KEY=kbx_… kb-export backup --server https://kb.example.com --book handbook \\
-    --out /backups/handbook.ndjson.gz --format ndjson --incremental --quiet`,
+    --out /backups/handbook.ndjson.gz --format ndjson --incremental --quiet
+  KB_EXPORT_API_KEY=kbx_… kb-export backup --server https://kb.example.com --book handbook \\
+    --out /backups/handbook.json --media-dir /backups/media --quiet`,
   )
   .action(async (opts: BackupCliOptions) => {
-    const { runBackup, BackupError } = await import('../backup/backup-command.js');
+    const { runFileBackup } = await import('../backup/media-backup.js');
+    const { BackupError } = await import('../backup/backup-command.js');
     try {
-      const line = await runBackup(
+      const outcome = await runFileBackup(
         {
           server: opts.server,
           book: opts.book,
@@ -165,12 +188,56 @@ Example (cron):
           timeoutS: opts.timeout,
           quiet: Boolean(opts.quiet),
           ...(opts.keyFile !== undefined ? { keyFile: opts.keyFile } : {}),
+          ...(opts.mediaDir !== undefined ? { mediaDir: opts.mediaDir } : {}),
+          mediaConcurrency: opts.mediaConcurrency,
+          mediaRefresh: Boolean(opts.mediaRefresh),
+          mediaTimeoutS: opts.mediaTimeout,
         },
         (l) => process.stderr.write(`kb-export backup: ${l}\n`),
       );
-      if (!opts.quiet) process.stderr.write(`${line}\n`);
+      if (!opts.quiet) process.stderr.write(`${outcome.line}\n`);
+      if (outcome.missing !== null) {
+        process.stderr.write(`kb-export backup: ${outcome.missing}\n`);
+        process.exitCode = 4;
+      }
     } catch (err) {
       process.stderr.write(`kb-export backup: ${(err as Error).message}\n`);
+      process.exitCode = err instanceof BackupError ? err.exitCode : 1;
+    }
+  });
+
+program
+  .command('verify')
+  .description('check a backup against its PATH.manifest.json: the export whole and unchanged, every media file present with its size and SHA-256, every media URL listed')
+  .argument('<path>', 'the backup file (as given to backup --out)')
+  .option('--media-dir <dir>', "the media folder, when it moved (default: the manifest's, relative to PATH's folder)")
+  .option('--quiet', 'problems only, no final line')
+  .addHelpText(
+    'after',
+    `
+Checks, reading each file once and holding one document and one entry at a time:
+  PATH                 its size and SHA-256 as the manifest lists them; well-formed, success true,
+                       meta.count equal to the documents and to the manifest's count
+  DIR/…                every media file listed, with its size and SHA-256 (no symbolic links)
+  media URLs           every one of the export is a listed file or a listed failure, and the
+                       manifest lists no other
+  PATH.sha256          says what the manifest says
+
+Each problem is printed on a line of its own (standard output). Exit codes: 0 no problem, 1 one or
+more problems, 2 usage error (PATH missing).
+
+Example:
+  kb-export verify /backups/handbook.json && (cd /backups && sha256sum -c --quiet handbook.json.sha256)`,
+  )
+  .action(async (file: string, opts: { mediaDir?: string; quiet?: boolean }) => {
+    const { verifyBackup } = await import('../backup/verify-command.js');
+    const { BackupError } = await import('../backup/backup-command.js');
+    try {
+      const r = await verifyBackup({ file, ...(opts.mediaDir !== undefined ? { mediaDir: opts.mediaDir } : {}) }, print);
+      if (!opts.quiet) process.stderr.write(`${r.line}\n`);
+      if (r.problems > 0) process.exitCode = 1;
+    } catch (err) {
+      process.stderr.write(`kb-export verify: ${(err as Error).message}\n`);
       process.exitCode = err instanceof BackupError ? err.exitCode : 1;
     }
   });

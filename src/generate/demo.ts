@@ -56,5 +56,7 @@ export async function demoPreparation(sql: Sql, embedded: boolean): Promise<((ba
   return (base) =>
     `\nDemo knowledge base "${demo.slug}" (${demo.documents} documents) is ready.\n` +
     `API key (shown once): ${demo.key}\n\n` +
-    `curl -H 'Authorization: Bearer ${demo.key}' '${base}/api/v1/open/books/${demo.slug}/docs'\n\n`;
+    `curl -H 'Authorization: Bearer ${demo.key}' '${base}/api/v1/open/books/${demo.slug}/docs'\n\n` +
+    `A backup with its media (generated images, served under MEDIA_PROXY_PREFIX in demo mode):\n` +
+    `KB_EXPORT_API_KEY=${demo.key} npx kb-export backup --server ${base} --book ${demo.slug} --out demo.json --media-dir media/\n\n`;
 }

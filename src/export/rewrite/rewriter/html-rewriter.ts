@@ -3,10 +3,11 @@ import type { StartTag } from 'parse5-sax-parser';
 import type { Token } from 'parse5';
 import { encodeAttrValue, valueSpan } from './html-attributes.js';
 import { SyncSaxParser } from './html-tokenizer.js';
+import { mediaPreCheck, mayNeedRewrite, rewrittenAttrsOf, type AttrKind } from './media-attributes.js';
 import { mediaUrlKeptRange, rewriteMediaUrl, rewriteSrcset } from './media-url.js';
 import { mapSrcsetUrls } from './srcset.js';
 
-type AttrKind = 'url' | 'srcset';
+export { mayNeedRewrite };
 
 /** How one D3.3 attribute value changes: decoded value in, the same string back when unchanged. */
 export interface UrlRewriteRules {
@@ -22,18 +23,6 @@ function prefixRules(prefix: string): UrlRewriteRules {
 export function urlTransformRules(transform: (url: string) => string): UrlRewriteRules {
   return { url: transform, srcset: (v) => mapSrcsetUrls(v, transform) };
 }
-
-/** Element -> attributes rewritten (`a` is gated separately) (D3.3). */
-const REWRITTEN_ATTRS: ReadonlyMap<string, ReadonlyMap<string, AttrKind>> = new Map([
-  ['img', new Map<string, AttrKind>([['src', 'url'], ['srcset', 'srcset']])],
-  ['source', new Map<string, AttrKind>([['src', 'url'], ['srcset', 'srcset']])],
-  ['video', new Map<string, AttrKind>([['src', 'url'], ['poster', 'url']])],
-  ['audio', new Map<string, AttrKind>([['src', 'url']])],
-  ['track', new Map<string, AttrKind>([['src', 'url']])],
-  ['embed', new Map<string, AttrKind>([['src', 'url']])],
-  ['object', new Map<string, AttrKind>([['data', 'url']])],
-  ['a', new Map<string, AttrKind>([['href', 'url']])],
-]);
 
 /** A replacement of `html[start, end)` (UTF-16 offsets) by `text`, the new attribute value as written. */
 export interface Edit {
@@ -109,11 +98,9 @@ export class HtmlMediaRewriter {
     const loc = tag.sourceCodeLocation as Token.LocationWithAttributes | null | undefined;
     if (loc) this.lastTagEnd = loc.endOffset;
     // An <img> in <svg> arrives as HTML; what stays foreign (<svg><video>) is not HTML media.
-    if (foreign) return;
-    const rules = REWRITTEN_ATTRS.get(tag.tagName);
+    const rules = rewrittenAttrsOf(tag.tagName, tag.attrs, foreign);
     const locs = loc?.attrs;
     if (rules === undefined || locs === undefined) return;
-    if (tag.tagName === 'a' && !isAttachmentLink(tag)) return;
     // parse5 keeps only the first of duplicate attributes (as browsers do); the rest stay untouched.
     const tagEdits: Edit[] = [];
     for (const attr of tag.attrs) {
@@ -161,25 +148,6 @@ export class HtmlMediaRewriter {
   }
 }
 
-function isAttachmentLink(tag: StartTag): boolean {
-  for (const attr of tag.attrs) {
-    if (attr.name === 'download') return true;
-    if (attr.name === 'data-type' && attr.value === 'attachment') return true;
-  }
-  return false;
-}
-
-/** The media tag names as they may be written after `<` (`image` is parsed as `img`); `a` is gated apart (D3.3). */
-const MEDIA_TAG_NAMES = [...REWRITTEN_ATTRS.keys(), 'image'].filter((name) => name !== 'a').join('|');
-const ANCHOR_MARKERS = /download|data-type/i;
-
-/** The pre-check, with no false negatives: a media tag name after `<`; an `a` only with `download` or `data-type` (D3.3). */
-export function mediaPreCheck(terminators: string): (text: string) => boolean {
-  const media = new RegExp(`<(?:${MEDIA_TAG_NAMES})(?:[${terminators}]|$)`, 'i');
-  const anchor = new RegExp(`<a(?:[${terminators}]|$)`, 'i');
-  return (text) => media.test(text) || (ANCHOR_MARKERS.test(text) && anchor.test(text));
-}
-
 // contentHtml as JSON text: a tag name also ends at `\` or `"`; escaping never touches `<` or letters.
 const jsonPreCheck = mediaPreCheck('\\t\\n\\f\\r />"\\\\');
 
@@ -187,8 +155,6 @@ const jsonPreCheck = mediaPreCheck('\\t\\n\\f\\r />"\\\\');
 export function jsonHtmlMayNeedRewrite(json: Buffer): boolean {
   return jsonPreCheck(json.toString('latin1'));
 }
-
-export const mayNeedRewrite = mediaPreCheck('\\t\\n\\f\\r />');
 
 export function rewriteHtml(html: string, prefixOrRules: string | UrlRewriteRules): string {
   return mayNeedRewrite(html) ? new HtmlMediaRewriter(prefixOrRules).rewrite(html) : html;

@@ -1,0 +1,249 @@
+/**
+ * The media folder (`--media-dir DIR`), written so that nothing lands outside it whatever the
+ * names: a media path (media-path.ts: segments already refused when empty, `.`, `..` or holding
+ * `/`, `\` or NUL) is walked segment by segment below DIR's real path, each folder created when
+ * missing and checked with lstat, so a symbolic link already in DIR (to a folder or a file) is
+ * refused, never followed. A file arrives in a temporary file at DIR's top (opened O_EXCL and
+ * O_NOFOLLOW), is hashed as it is written, fsynced, and renamed to its place only once whole;
+ * the folders it went into are fsynced before the manifest names it. DIR itself may be a link
+ * (the user's choice); what is below it is the server's, and is not trusted.
+ * Two errors: `RefusedPath`, one media item that cannot be kept (listed as missing), and
+ * `MediaStoreError`, DIR that cannot be written at all (a full disk, no permission on DIR, a
+ * read-only file system): the command stops, as a backup does when PATH cannot be written.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import type { Stats } from 'node:fs';
+import { lstat, mkdir, open, realpath, rename, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { syncDir, writeAll } from './output.js';
+
+/** One media item that cannot be kept where its path says (a link or a file in the way, a name the file system refuses). */
+export class RefusedPath extends Error {}
+
+/** DIR cannot be written at all: retrying the next item cannot help. */
+export class MediaStoreError extends Error {}
+
+/** File system errors that say DIR as a whole cannot take files, not that one name is bad. */
+const FATAL_CODES = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EIO']);
+
+/** A file written under a temporary name, its bytes counted and hashed. */
+export interface TempFile {
+  readonly path: string;
+  /**
+   * Writes `body` to it; resolves with its size (bytes) and SHA-256 (hex) once written and fsynced.
+   * Rejects with the body's error, MediaStoreError (DIR cannot take it) or RefusedPath (this file cannot be written).
+   */
+  write(body: AsyncIterable<unknown>): Promise<{ bytes: number; sha256: string }>;
+  /** Removes it. Never throws. */
+  discard(): Promise<void>;
+}
+
+/** Folders whose entries changed since their last fsync; synced in groups of this many, and before the manifest. */
+const PENDING_SYNCS = 256;
+/** Folders remembered as walked; the set starts again when full (media come sorted, so a folder's files come together). */
+const KNOWN_FOLDERS = 1024;
+
+/** `DIR`, opened (created when missing). */
+export class MediaDir {
+  private pendingSync = new Set<string>();
+  /** Folders below DIR this run walked and found plain (no link), or made: not walked again. */
+  private readonly known = new Set<string>();
+
+  private constructor(readonly root: string) {}
+
+  /** Creates DIR when missing and resolves its real path. Throws MediaStoreError. */
+  static async open(dir: string): Promise<MediaDir> {
+    try {
+      await mkdir(dir, { recursive: true });
+      const root = await realpath(dir);
+      if (!(await lstat(root)).isDirectory()) throw new Error('not a folder');
+      return new MediaDir(root);
+    } catch (err) {
+      throw new MediaStoreError(`cannot use --media-dir ${dir}: ${(err as Error).message}`);
+    }
+  }
+
+  /** DIR as it is, for reading only (`kb-export verify`): null when it is missing or no folder. */
+  static async existing(dir: string): Promise<MediaDir | null> {
+    const root = await realpath(dir).catch(() => null);
+    if (root === null || !(await lstat(root)).isDirectory()) return null;
+    return new MediaDir(root);
+  }
+
+  /** Media path `rel` as it is on disk: its size and absolute path when a regular file under plain folders, else what is wrong. */
+  async inspect(rel: string): Promise<{ target: string; size: number } | string> {
+    let found: { target: string; stat: Stats | null } | null;
+    try {
+      found = await this.walk(rel, false);
+    } catch (err) {
+      if (err instanceof RefusedPath) return err.message;
+      throw err;
+    }
+    if (found === null || found.stat === null) return 'missing';
+    if (found.stat.isSymbolicLink()) return `${rel} is a symbolic link`;
+    if (!found.stat.isFile()) return 'not a regular file';
+    return { target: found.target, size: found.stat.size };
+  }
+
+  /**
+   * The absolute path of media path `rel` after its folders were checked (and, with `create`,
+   * made); null when a folder is missing and `create` is false. Throws RefusedPath when a segment
+   * is a link or a file, MediaStoreError when a folder cannot be made for want of space or access.
+   */
+  async place(rel: string, create: boolean): Promise<string | null> {
+    const found = await this.walk(rel, create);
+    if (found === null) return null;
+    const s = found.stat;
+    if (s?.isSymbolicLink()) throw new RefusedPath(`${rel} is a symbolic link: not replaced`);
+    if (s !== null && !s.isFile()) throw new RefusedPath(`${rel} is ${s.isDirectory() ? 'a folder' : 'not a regular file'}: not replaced`);
+    return found.target;
+  }
+
+  /**
+   * Walks `rel`'s folders below DIR segment by segment with lstat (making missing ones with
+   * `create`), then lstats the last segment: its absolute path and what is there (null: nothing),
+   * or null when a folder is missing and not made. A folder this run already walked is not walked
+   * again (`known`): the walk is there for the links DIR held before, and nothing but this run
+   * writes in DIR while it runs (walking again would not close the gap between a check and a
+   * rename anyway).
+   */
+  private async walk(rel: string, create: boolean): Promise<{ target: string; stat: Stats | null } | null> {
+    const names = rel.split('/');
+    const folder = path.join(this.root, ...names.slice(0, -1));
+    if (!this.known.has(folder)) {
+      let at = this.root;
+      for (const name of names.slice(0, -1)) {
+        at = path.join(at, name);
+        const kind = await kindOf(at);
+        if (kind === 'folder') continue;
+        if (kind !== 'missing') throw new RefusedPath(`${path.relative(this.root, at)} is ${kind === 'link' ? 'a symbolic link' : 'not a folder'}: not followed`);
+        if (!create) return null;
+        await mkdir(at).catch(async (err: NodeJS.ErrnoException) => {
+          // Made meanwhile (by another item of the same folder): fine if it is a folder.
+          if (err.code === 'EEXIST' && (await kindOf(at)) === 'folder') return;
+          throw classify(err, rel);
+        });
+        this.touched(path.dirname(at));
+      }
+      if (this.known.size >= KNOWN_FOLDERS) this.known.clear();
+      this.known.add(folder);
+    }
+    const target = path.join(folder, names[names.length - 1]!);
+    const stat = await lstat(target).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return null;
+      throw classify(err, rel);
+    });
+    return { target, stat };
+  }
+
+  /**
+   * The SHA-256 of the regular file at `rel` when it has `size` bytes, read without following a
+   * link; null when it is missing, another size, or not a plain file under plain folders.
+   */
+  async hashOf(rel: string, size: number): Promise<string | null> {
+    const found = await this.inspect(rel);
+    if (typeof found === 'string' || found.size !== size) return null;
+    return fileHash(found.target, found.size).catch(() => null);
+  }
+
+  /** A new temporary file at DIR's top. Throws MediaStoreError. */
+  async temp(): Promise<TempFile> {
+    const file = path.join(this.root, `.kb-export-${randomBytes(8).toString('hex')}.tmp`);
+    const handle = await open(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644).catch((err: NodeJS.ErrnoException) => {
+      throw new MediaStoreError(`cannot write in ${this.root}: ${err.message}`);
+    });
+    let closed = false;
+    const close = async () => {
+      if (closed) return;
+      closed = true;
+      await handle.close();
+    };
+    return {
+      path: file,
+      async write(body) {
+        // A loop, not stream.pipeline: a pipeline per file cost an AbortError (with its stack) each.
+        const hash = createHash('sha256');
+        let bytes = 0;
+        for await (const chunk of body) {
+          const b = chunk as Buffer;
+          hash.update(b);
+          bytes += await writeAll(handle, [b]).catch((err: NodeJS.ErrnoException) => {
+            throw FATAL_CODES.has(err.code ?? '') ? new MediaStoreError(`cannot write in ${file}: ${err.message}`) : new RefusedPath(`cannot write in ${file}: ${err.code ?? err.message}`);
+          });
+        }
+        await handle.sync();
+        await close();
+        return { bytes, sha256: hash.digest('hex') };
+      },
+      async discard() {
+        await close().catch(() => {});
+        await rm(file, { force: true }).catch(() => {});
+      },
+    };
+  }
+
+  /**
+   * Moves a written temporary file to media path `rel`, its folders checked (and made) again just
+   * before. Throws RefusedPath or MediaStoreError; the temporary file is then left to the caller.
+   */
+  async commit(temp: TempFile, rel: string): Promise<void> {
+    const target = (await this.place(rel, true))!;
+    await rename(temp.path, target).catch((err: NodeJS.ErrnoException) => {
+      throw classify(err, rel);
+    });
+    this.touched(this.root);
+    this.touched(path.dirname(target));
+    if (this.pendingSync.size >= PENDING_SYNCS) await this.sync();
+  }
+
+  /** Fsyncs the folders whose entries changed, so the renames are durable before the manifest names the files. */
+  async sync(): Promise<void> {
+    const dirs = [...this.pendingSync];
+    this.pendingSync = new Set();
+    for (const dir of dirs) await syncDir(dir);
+  }
+
+  private touched(dir: string): void {
+    this.pendingSync.add(dir);
+  }
+}
+
+type Kind = 'folder' | 'file' | 'link' | 'other' | 'missing';
+
+async function kindOf(p: string): Promise<Kind> {
+  try {
+    const s = await lstat(p);
+    return s.isSymbolicLink() ? 'link' : s.isDirectory() ? 'folder' : s.isFile() ? 'file' : 'other';
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'missing';
+    throw classify(err as NodeJS.ErrnoException, p);
+  }
+}
+
+function classify(err: NodeJS.ErrnoException, rel: string): Error {
+  if (FATAL_CODES.has(err.code ?? '')) return new MediaStoreError(`cannot write ${rel}: ${err.message}`);
+  return new RefusedPath(`cannot write ${rel}: ${err.code ?? err.message}`);
+}
+
+/**
+ * SHA-256 (hex) of a file opened without following a link, read in one buffer of at most 1 MiB
+ * (`size`, bytes, when the caller knows it from its lstat: the buffer's size, not a limit).
+ * Rejects with the read's error.
+ */
+export async function fileHash(file: string, size?: number): Promise<string> {
+  const handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
+  try {
+    // Sized to the file: most media are small, and a 1 MiB buffer for each was most of the work.
+    const buffer = Buffer.allocUnsafe(Math.max(1, Math.min(size ?? (await handle.stat()).size, 1 << 20)));
+    const hash = createHash('sha256');
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+      if (bytesRead === 0) break;
+      hash.update(buffer.subarray(0, bytesRead));
+    }
+    return hash.digest('hex');
+  } finally {
+    await handle.close();
+  }
+}

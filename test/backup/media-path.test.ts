@@ -1,0 +1,76 @@
+/**
+ * Where a media URL of an export is kept below --media-dir (src/backup/media-path.ts): its path
+ * below the prefix, each segment percent-decoded, read as a browser reads the URL; refused, with
+ * why, when it leaves the prefix or a segment is empty, a dot segment, or decodes to a name with
+ * `/`, `\`, NUL or a control character. A root-relative prefix is resolved against --server, an
+ * absolute one used as it is. The manifest's order puts kept paths first, then refused URLs.
+ */
+import t from 'tap';
+import { compareRefs, keyCompare, MediaUrls, trimAscii, type MediaRef } from '../../src/backup/media-path.js';
+
+const rel = new MediaUrls('/media/', 'http://127.0.0.1:3000/base');
+
+t.test('a path below the prefix, decoded segment by segment; query and fragment dropped', async (t) => {
+  t.same(rel.refOf('/media/uploads/a%20b.png?w=800&h=600#top'), { path: 'uploads/a b.png', url: '/media/uploads/a%20b.png?w=800&h=600#top' });
+  t.same(rel.refOf('/media/%E8%AD%B0%E4%BA%8B%E9%8C%B2.docx').path, '議事録.docx');
+  t.same(rel.refOf('/media/export%20(1).zip').path, 'export (1).zip');
+  t.same(rel.refOf('/media/a/./b/../c.png').path, 'a/c.png', 'dot segments resolved inside the prefix');
+  t.equal(rel.fetchUrl('/media/x.png?v=2#f')!.href, 'http://127.0.0.1:3000/media/x.png?v=2', 'a root-relative URL on the server, fragment dropped');
+  t.equal(rel.prefixUrl.href, 'http://127.0.0.1:3000/media/');
+});
+
+t.test('an absolute prefix is used as it is', async (t) => {
+  const abs = new MediaUrls('https://cdn.example.com/m/', 'http://127.0.0.1:3000');
+  t.ok(abs.matches('https://cdn.example.com/m/x.png'));
+  t.notOk(abs.matches('/m/x.png'));
+  t.same(abs.refOf('https://cdn.example.com/m/a/b.png').path, 'a/b.png');
+  t.equal(abs.fetchUrl('https://cdn.example.com/m/a/b.png')!.origin, 'https://cdn.example.com');
+  t.match(abs.refOf('https://cdn.example.com/m/../x.png'), { path: null, why: /outside the prefix/ });
+});
+
+t.test('refused: whatever would leave DIR or name no file', async (t) => {
+  const refused: [string, RegExp][] = [
+    ['/media/../etc/passwd', /outside the prefix/],
+    ['/media/%2e%2e/%2E%2E/etc/passwd', /outside the prefix/],
+    ['/media/a\\..\\..\\x', /outside the prefix/],
+    ['/media/..%2f..%2fetc%2fpasswd', /decodes to a name with "\/"/],
+    ['/media/a%5C..%5Cb.png', /decodes to a name with/],
+    ['/media/nul%00.png', /control character/],
+    ['/media/line%0Abreak.png', /control character/],
+    ['/media//etc/passwd', /empty path segment/],
+    ['/media/folder/', /empty path segment/],
+    ['/media/', /empty path segment/],
+    ['/media/bad%zz.png', /bad percent-encoding/],
+    ['/media/bad%FF.png', /bad percent-encoding/],
+    [`/media/${'n'.repeat(256)}.png`, /longer than 255 bytes/],
+  ];
+  for (const [url, why] of refused) {
+    const ref = rel.refOf(url);
+    t.equal(ref.path, null, url);
+    t.match(ref.why, why, url);
+  }
+});
+
+t.test('matches: the value trimmed starts with the prefix, exactly', async (t) => {
+  t.equal(trimAscii(' \t/media/x.png\n'), '/media/x.png');
+  t.ok(rel.matches('/media/x.png'));
+  t.notOk(rel.matches('/Media/x.png'));
+  t.notOk(rel.matches('https://example.com/media/x.png'));
+  t.notOk(rel.matches('/mediax.png'));
+});
+
+t.test("the manifest's order: paths first by path, then refused URLs; the URL breaks ties", async (t) => {
+  const refs: MediaRef[] = [
+    { path: null, url: '/media/../b' },
+    { path: 'b.png', url: '/media/b.png' },
+    { path: 'a/b.png', url: '/media/a/b.png?v=2' },
+    { path: null, url: '/media/../a' },
+    { path: 'a/b.png', url: '/media/a/b.png?v=1' },
+  ];
+  t.same(
+    [...refs].sort(compareRefs).map((r) => r.path ?? r.url),
+    ['a/b.png', 'a/b.png', 'b.png', '/media/../a', '/media/../b'],
+  );
+  t.equal([...refs].sort(compareRefs)[0]!.url, '/media/a/b.png?v=1');
+  t.equal(keyCompare(refs[2]!, refs[4]!), 0, 'one path, one entry, whatever the query');
+});
