@@ -101,20 +101,30 @@ async function measureBackups(
       const f: BackupFigures = { scenario: s, fileBytes: 0, curl: [], client: [] };
       for (let i = 0; i < runs; i++) {
         const curlOut = path.join(dir, `curl-${s.file}`);
-        const headers = ['-H', `Authorization: Bearer ${BENCH_KEY}`, ...(s.encoding ? ['-H', `Accept-Encoding: ${s.encoding}`] : [])];
+        const headers = [
+          '-H',
+          `Authorization: Bearer ${BENCH_KEY}`,
+          ...(s.encoding ? ['-H', `Accept-Encoding: ${s.encoding}`] : []),
+        ];
         f.curl.push(await measure('curl', ['-sf', '-o', curlOut, ...headers, url], process.env));
         const curlBytes = statSync(curlOut).size;
-        const run = await measure(CLI, ['backup', '--server', server.base, '--book', dataset.slug, '--out', path.join(dir, s.file)], {
-          ...process.env,
-          KB_EXPORT_API_KEY: BENCH_KEY,
-        });
+        const run = await measure(
+          CLI,
+          ['backup', '--server', server.base, '--book', dataset.slug, '--out', path.join(dir, s.file)],
+          {
+            ...process.env,
+            KB_EXPORT_API_KEY: BENCH_KEY,
+          },
+        );
         f.client.push(run);
         f.fileBytes = statSync(path.join(dir, s.file)).size;
         // The compressed backups must be the server's bytes, not the client's own compression.
-        if (s.encoding !== null && !run.stderr.includes(`${s.encoding} as the server sent it`)) throw new Error(`${s.file} was not written as sent: ${run.stderr}`);
+        if (s.encoding !== null && !run.stderr.includes(`${s.encoding} as the server sent it`))
+          throw new Error(`${s.file} was not written as sent: ${run.stderr}`);
         const m = / (\d+) bytes/.exec(run.stderr.split('\n').filter((l) => l.startsWith('wrote '))[0] ?? '');
         if (m) jsonBytes = Number(m[1]);
-        if (s.encoding === null && f.fileBytes !== curlBytes) throw new Error('the backup and curl wrote different sizes');
+        if (s.encoding === null && f.fileBytes !== curlBytes)
+          throw new Error('the backup and curl wrote different sizes');
       }
       figures.push(f);
     }
@@ -128,7 +138,12 @@ async function measureBackups(
 const peak = (xs: Measured[]) => `${(Math.max(...xs.map((x) => x.peakRssBytes)) / 2 ** 20).toFixed(1)} MB`;
 
 /** Scenario 13: each compressed backup against curl of the same compressed export (target ≤ 1.3×); plain JSON beside them. */
-export async function run(opts: { databaseUrl: string; dataset: Dataset; runs: number; log: (line: string) => void }): Promise<ScenarioResult> {
+export async function run(opts: {
+  databaseUrl: string;
+  dataset: Dataset;
+  runs: number;
+  log: (line: string) => void;
+}): Promise<ScenarioResult> {
   const { figures, jsonBytes } = await measureBackups(opts.databaseUrl, opts.dataset, opts.runs, opts.log);
   const rows: ResultRow[] = figures.map(({ scenario: s, fileBytes, curl, client }) => {
     const [c, b] = [median(curl.map((x) => x.ms)), median(client.map((x) => x.ms))];
@@ -171,7 +186,8 @@ export async function run(opts: { databaseUrl: string; dataset: Dataset; runs: n
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const arg = (name: string, fallback: string) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1]! : fallback);
+  const arg = (name: string, fallback: string) =>
+    process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1]! : fallback;
   const size = arg('--size', 'large');
   const runs = Number(arg('--runs', '3'));
   const db = await openBenchDatabase();
@@ -185,7 +201,9 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     console.log(
       `${m.cpu}, ${m.cores} cores, Node.js ${m.node}; the \`${size}\` knowledge base, ${dataset.exported} documents, ${(jsonBytes / 1e6).toFixed(0)} MB of JSON; median of ${runs} alternating runs; peak RSS the highest of the runs.\n`,
     );
-    console.log('| File | Size on disk | curl -o of the same export (baseline), peak RSS | kb-export backup, peak RSS | × curl time |');
+    console.log(
+      '| File | Size on disk | curl -o of the same export (baseline), peak RSS | kb-export backup, peak RSS | × curl time |',
+    );
     console.log('|---|---:|---:|---:|---:|');
     for (const { scenario: s, fileBytes, curl, client } of figures) {
       const [c, b] = [median(curl.map((x) => x.ms)), median(client.map((x) => x.ms))];

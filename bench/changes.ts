@@ -29,7 +29,11 @@ const ROUNDS = 5;
 const REPEATABLE_READ = 'ISOLATION LEVEL REPEATABLE READ READ ONLY';
 
 /** Fetches every row of `text` through a cursor in batches of 1,000; returns rows and bytes. */
-async function drain(tx: postgres.TransactionSql, text: string, params: string[]): Promise<{ rows: number; bytes: number }> {
+async function drain(
+  tx: postgres.TransactionSql,
+  text: string,
+  params: string[],
+): Promise<{ rows: number; bytes: number }> {
   let rows = 0;
   let bytes = 0;
   await tx
@@ -64,7 +68,9 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 
 /** EXPLAIN ANALYZE of a cursor declared over `text`, as the export declares its own. */
 async function explain(sql: Sql, text: string, params: string[]): Promise<string> {
-  const rows = await sql.begin(REPEATABLE_READ, (tx) => tx.unsafe(`EXPLAIN (ANALYZE, BUFFERS) DECLARE c NO SCROLL CURSOR FOR ${text}`, params));
+  const rows = await sql.begin(REPEATABLE_READ, (tx) =>
+    tx.unsafe(`EXPLAIN (ANALYZE, BUFFERS) DECLARE c NO SCROLL CURSOR FOR ${text}`, params),
+  );
   return rows.map((r) => r['QUERY PLAN'] as string).join('\n');
 }
 
@@ -78,39 +84,68 @@ async function main(): Promise<void> {
   try {
     await migrate(sql);
     process.stderr.write(`loading ${documents.toLocaleString('en')} generated documents\n`);
-    const loaded = await loadGenerated(sql, { documents, seed: 42, bookId: BOOK, bookSlug: 'changes', userId: 'bench-user', apiKey: 'kbx_bench_changes' });
+    const loaded = await loadGenerated(sql, {
+      documents,
+      seed: 42,
+      bookId: BOOK,
+      bookSlug: 'changes',
+      userId: 'bench-user',
+      apiKey: 'kbx_bench_changes',
+    });
     const [{ pg }] = (await sql`SELECT current_setting('server_version') AS pg`) as unknown as [{ pg: string }];
 
     // A write transaction older than the load (on this shared server) would keep the token's xmin
     // below it and make every loaded row a candidate of the delta: wait for such ones to end.
-    const [{ next }] = (await sql`SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next`) as unknown as [{ next: string }];
+    const [{ next }] = (await sql`SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next`) as unknown as [
+      { next: string },
+    ];
     const deadline = Date.now() + 300_000;
-    while (BigInt((await sql<{ x: string }[]>`SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x`)[0]!.x) < BigInt(next)) {
+    while (
+      BigInt((await sql<{ x: string }[]>`SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x`)[0]!.x) <
+      BigInt(next)
+    ) {
       if (Date.now() > deadline) throw new Error('a transaction older than the load still runs after 5 minutes');
       await new Promise((r) => setTimeout(r, 100));
     }
-    const [{ since }] = (await sql.begin(REPEATABLE_READ, (tx) => tx`SELECT pg_current_snapshot()::text AS since`)) as unknown as [{ since: string }];
-    const ids = (await sql<{ id: string }[]>`SELECT id FROM documents WHERE book_id = ${BOOK} AND status = 1 AND type <> 'category' ORDER BY id`).map(
-      (r) => r.id,
-    );
+    const [{ since }] = (await sql.begin(
+      REPEATABLE_READ,
+      (tx) => tx`SELECT pg_current_snapshot()::text AS since`,
+    )) as unknown as [{ since: string }];
+    const ids = (
+      await sql<
+        { id: string }[]
+      >`SELECT id FROM documents WHERE book_id = ${BOOK} AND status = 1 AND type <> 'category' ORDER BY id`
+    ).map((r) => r.id);
     const r = prng(7);
     const picked = new Set<string>();
     while (picked.size < 10) picked.add(ids[Math.floor(r() * ids.length)]!);
     const [renamed, edited, deleted] = [[...picked].slice(0, 4), [...picked].slice(4, 7), [...picked].slice(7)];
     for (const id of renamed) await sql`UPDATE documents SET name = name || ' (renamed)' WHERE id = ${id}`;
-    for (const id of edited) await sql`UPDATE documents SET content_html = content_html || '<p>edited</p>' WHERE id = ${id}`;
+    for (const id of edited)
+      await sql`UPDATE documents SET content_html = content_html || '<p>edited</p>' WHERE id = ${id}`;
     for (const id of deleted) await sql`DELETE FROM documents WHERE id = ${id}`;
 
     const plans: string[] = [];
     for (const [what, text, index] of [
-      ['documents', changedDocumentQuery({ excludeCategories: true, includeContentHtml: true }), 'documents_changes_idx'],
+      [
+        'documents',
+        changedDocumentQuery({ excludeCategories: true, includeContentHtml: true }),
+        'documents_changes_idx',
+      ],
       ['removed', removedQuery({ excludeCategories: true }), 'document_removals_book_idx'],
     ] as const) {
       const plan = await explain(sql, text, [BOOK, since]);
       if (!plan.includes(index) || /Seq Scan on documents|documents_export_idx/.test(plan)) {
         throw new Error(`the delta's ${what} cursor does not go through ${index}:\n${plan}`);
       }
-      plans.push(`${what} (\`${what === 'documents' ? 'changedDocumentQuery' : 'removedQuery'}\`, excludeCategories=true):`, '', '```', plan, '```', '');
+      plans.push(
+        `${what} (\`${what === 'documents' ? 'changedDocumentQuery' : 'removedQuery'}\`, excludeCategories=true):`,
+        '',
+        '```',
+        plan,
+        '```',
+        '',
+      );
     }
 
     const cells: { label: string; opts: DocumentQueryOptions }[] = [
@@ -142,7 +177,9 @@ async function main(): Promise<void> {
       SELECT pg_relation_size('documents_changes_idx')::int AS "changes", pg_relation_size('documents_export_idx')::int AS "exportIdx",
              (SELECT count(*)::int FROM documents WHERE status = 1) AS active`;
 
-    out.push(`Machine: ${m.cpu}, ${m.cores} cores, ${m.memGiB} GiB; ${m.os}; Node.js ${m.node}; PostgreSQL ${pg} (${db.where}).`);
+    out.push(
+      `Machine: ${m.cpu}, ${m.cores} cores, ${m.memGiB} GiB; ${m.os}; Node.js ${m.node}; PostgreSQL ${pg} (${db.where}).`,
+    );
     out.push(
       `One generated knowledge base of ${documents.toLocaleString('en')} documents (seed 42, loaded in ${(loaded.ms / 1000).toFixed(1)} s with the ` +
         `change tracking in place), a change token's snapshot, then 10 changes: 4 renames, 3 contentHtml edits, 3 deletions. ` +

@@ -18,10 +18,20 @@ interface Codec {
   flush: number;
 }
 
-const gzip = (level: number): Codec => ({ name: `gzip ${level}`, make: () => zlib.createGzip({ level }), flush: zlib.constants.Z_SYNC_FLUSH });
+const gzip = (level: number): Codec => ({
+  name: `gzip ${level}`,
+  make: () => zlib.createGzip({ level }),
+  flush: zlib.constants.Z_SYNC_FLUSH,
+});
 const br = (quality: number): Codec => ({
   name: `br ${quality}`,
-  make: () => zlib.createBrotliCompress({ params: { [zlib.constants.BROTLI_PARAM_QUALITY]: quality, [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT } }),
+  make: () =>
+    zlib.createBrotliCompress({
+      params: {
+        [zlib.constants.BROTLI_PARAM_QUALITY]: quality,
+        [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT,
+      },
+    }),
   flush: zlib.constants.BROTLI_OPERATION_FLUSH,
 });
 
@@ -56,7 +66,9 @@ const documents = Number(process.argv[process.argv.indexOf('--documents') + 1]) 
 const input = body(documents);
 const codecs = [gzip(1), gzip(4), gzip(6), br(1), br(4), br(5)];
 const m = machineInfo();
-console.log(`# Compression of an export body\n\n${m.cpu}, ${m.cores} cores, Node.js ${m.node}; ${documents} generated documents, ${(input.length / 1e6).toFixed(1)} MB of JSON; median of 3 runs.\n`);
+console.log(
+  `# Compression of an export body\n\n${m.cpu}, ${m.cores} cores, Node.js ${m.node}; ${documents} generated documents, ${(input.length / 1e6).toFixed(1)} MB of JSON; median of 3 runs.\n`,
+);
 const results = new Map<string, { mbs: number; share: number }>();
 for (const codec of codecs) {
   const runs = [];
@@ -69,5 +81,7 @@ const base = results.get('gzip 6')!;
 console.log('| Encoding | MB/s in (one core) | × gzip 6 speed | output / input | × gzip 6 size |');
 console.log('|---|---:|---:|---:|---:|');
 for (const [name, r] of results) {
-  console.log(`| ${name} | ${r.mbs.toFixed(0)} | ${(r.mbs / base.mbs).toFixed(2)} | ${(r.share * 100).toFixed(1)} % | ${(r.share / base.share).toFixed(2)} |`);
+  console.log(
+    `| ${name} | ${r.mbs.toFixed(0)} | ${(r.mbs / base.mbs).toFixed(2)} | ${(r.share * 100).toFixed(1)} % | ${(r.share / base.share).toFixed(2)} |`,
+  );
 }

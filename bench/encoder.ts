@@ -31,7 +31,6 @@ import {
   yieldToEventLoop,
 } from './rewriter.js';
 
-
 /** Bytes of the chunks taken out, as export-body.ts takes them. */
 function chunkBytes(c: JsonChunker): number {
   let n = 0;
@@ -90,7 +89,13 @@ function expectedObject(v: DocumentValues): Expected {
   const orDefault = (s: string | null, d: string) => (s === null || s === '' ? d : s);
   const [id, slug, name, type, parentId, orderKey, description, emojiInfo, coverUrl, coverPosition, tags] = v;
   const [themeId, backgroundThemeId, bodyFontSize, createdAt, updatedAt, contentStr, contentHtml] = v.slice(11) as [
-    string | null, string | null, string | null, string, string, string | null, string | null,
+    string | null,
+    string | null,
+    string | null,
+    string,
+    string,
+    string | null,
+    string | null,
   ];
   let html: string | null = null;
   let htmlVerified = true;
@@ -148,7 +153,15 @@ interface Data {
 /** Generates `documents` documents and checks kb-export's encoding of each against its expected object. */
 async function prepare(documents: number): Promise<Data> {
   const data: Data = {
-    values: [], rows: [], objects: [], plain: [], jsonOnlyFlagged: 0, mismatches: 0, examples: [], identical: 0, unverifiedHtml: 0,
+    values: [],
+    rows: [],
+    objects: [],
+    plain: [],
+    jsonOnlyFlagged: 0,
+    mismatches: 0,
+    examples: [],
+    identical: 0,
+    unverifiedHtml: 0,
   };
   for (const d of generateDocuments({ bookId: 'bench-encoder', documents, seed: 6 })) {
     // The cursor's query returns active documents only (export-api.md 4.1 rule 1).
@@ -268,7 +281,10 @@ function builtObjectPass(values: readonly DocumentValues[]): Pass {
       cover:
         coverUrl === null || coverUrl === ''
           ? null
-          : { url: rewriteMediaUrl(coverUrl, BENCH_MEDIA_PREFIX), position: orDefault(r[FIELD.coverPosition], 'center') },
+          : {
+              url: rewriteMediaUrl(coverUrl, BENCH_MEDIA_PREFIX),
+              position: orDefault(r[FIELD.coverPosition], 'center'),
+            },
       tags: tags === null || tags.length === 0 ? null : tags,
       themeId: orDefault(r[FIELD.themeId], 'default'),
       backgroundThemeId: orDefault(r[FIELD.backgroundThemeId], 'transparent'),
@@ -330,7 +346,8 @@ async function measure<K extends string>(
   let slowest = 0.01;
   for (const name of names) {
     const warm = timed(idx, 1, encoders[name]);
-    if (bytes !== -1 && warm.bytes !== bytes) throw new Error(`encoder: ${name} gave ${warm.bytes} bytes, expected ${bytes}`);
+    if (bytes !== -1 && warm.bytes !== bytes)
+      throw new Error(`encoder: ${name} gave ${warm.bytes} bytes, expected ${bytes}`);
     bytes = warm.bytes;
     slowest = Math.max(slowest, warm.ms);
   }

@@ -34,7 +34,8 @@ interface Options {
 function integer(name: string, min: number) {
   return (v: string): number => {
     const n = Number(v);
-    if (!/^\d+$/.test(v) || !Number.isSafeInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer ≥ ${min}.`);
+    if (!/^\d+$/.test(v) || !Number.isSafeInteger(n) || n < min)
+      throw new InvalidArgumentError(`${name} must be an integer ≥ ${min}.`);
     return n;
   };
 }
@@ -76,7 +77,13 @@ async function writeSeedFile(
   const write = async (s: string) => {
     if (!out.write(s)) await Promise.race([once(out, 'drain'), failed]);
   };
-  const book = generatedBook({ bookId: o.bookId, bookSlug: o.slug, userId: o.user, documents: o.documents, seed: o.seed });
+  const book = generatedBook({
+    bookId: o.bookId,
+    bookSlug: o.slug,
+    userId: o.user,
+    documents: o.documents,
+    seed: o.seed,
+  });
   const user = { id: o.user, name: o.user, apiKeys: [{ id: apiKeyId(o.user, o.apiKey), key: o.apiKey }] };
   const { id, ...fields } = book;
   const bookFields = JSON.stringify(fields).slice(1, -1);
@@ -106,11 +113,18 @@ async function main(argv: string[]): Promise<void> {
         'database with COPY, write it as a seed file for `kb-export load`, or print the size of its export.',
     )
     .addOption(new Option('--size <name>', 'named size').choices(SIZE_NAMES))
-    .option('--documents <n>', 'number of documents instead of a named size (categories included)', integer('--documents', 0))
+    .option(
+      '--documents <n>',
+      'number of documents instead of a named size (categories included)',
+      integer('--documents', 0),
+    )
     .option('--seed <n>', 'generator seed', integer('--seed', 0), 42)
     .option('--database-url <url>', 'load into this database (its schema must be current: kb-export migrate)')
     .option('--seed-file <path>', 'write a seed file (seed-format.md) instead')
-    .option('--estimate', 'print the byte size of the default export body instead (media URLs rewritten; slow: HTML tokenizer)')
+    .option(
+      '--estimate',
+      'print the byte size of the default export body instead (media URLs rewritten; slow: HTML tokenizer)',
+    )
     .option('--lower-bound', 'with --estimate: count contentHtml as stored (a lower bound, several times faster)')
     .option('--book-id <id>', 'book id (default: bench-<slug>)')
     .option('--slug <slug>', 'book slug (default: the size name, or generated-<documents>)')
@@ -172,9 +186,19 @@ Examples:
 
   if (o.seedFile) {
     log(`writing ${count(documents)} documents (seed ${o.seed}) to ${o.seedFile}`);
-    const bytes = await writeSeedFile(o.seedFile, { seed: o.seed, user: o.user, apiKey: o.apiKey, bookId, slug, documents, quiet });
+    const bytes = await writeSeedFile(o.seedFile, {
+      seed: o.seed,
+      user: o.user,
+      apiKey: o.apiKey,
+      bookId,
+      slug,
+      documents,
+      quiet,
+    });
     const s = seconds();
-    process.stdout.write(`wrote ${o.seedFile}: ${count(documents)} documents, ${mb(bytes)} in ${s.toFixed(1)} s (${rate(bytes, s * 1e3)})\n`);
+    process.stdout.write(
+      `wrote ${o.seedFile}: ${count(documents)} documents, ${mb(bytes)} in ${s.toFixed(1)} s (${rate(bytes, s * 1e3)})\n`,
+    );
     return;
   }
 
@@ -199,7 +223,9 @@ Examples:
         : `loaded ${count(r.documents)} documents (${mb(r.bytes)} of COPY text) into book ${bookId} in ${s.toFixed(1)} s ` +
             `(${rate(r.bytes, r.ms)})\n`,
     );
-    process.stdout.write(`export: curl -H 'Authorization: Bearer ${o.apiKey}' <server>/api/v1/open/books/${slug}/docs\n`);
+    process.stdout.write(
+      `export: curl -H 'Authorization: Bearer ${o.apiKey}' <server>/api/v1/open/books/${slug}/docs\n`,
+    );
   } finally {
     await sql.end({ timeout: 5 });
   }

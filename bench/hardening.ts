@@ -44,7 +44,14 @@ async function seedSkewed(sql: Sql, large: number): Promise<{ slug: string; docu
 }
 
 /** Scenario 8. */
-async function skewed(databaseUrl: string, sql: Sql, small: Dataset, large: Dataset, quick: boolean, log: (l: string) => void): Promise<ScenarioResult> {
+async function skewed(
+  databaseUrl: string,
+  sql: Sql,
+  small: Dataset,
+  large: Dataset,
+  quick: boolean,
+  log: (l: string) => void,
+): Promise<ScenarioResult> {
   const kb = await seedSkewed(sql, quick ? 5 : 20);
   const server = await startServer({ databaseUrl, env: { EXPORT_CACHE_BYTES: '0' } });
   let peakSmall: number;
@@ -56,7 +63,8 @@ async function skewed(databaseUrl: string, sql: Sql, small: Dataset, large: Data
     await server.resetPeak();
     log(`8. export of ${kb.documents} documents, ${quick ? 5 : 20} of them 8 MB`);
     run = await exportOnce(server.base, BENCH_KEY, kb.slug, { html: true });
-    if (run.count !== kb.documents) throw new Error(`skewed export returned ${run.count} documents, expected ${kb.documents}`);
+    if (run.count !== kb.documents)
+      throw new Error(`skewed export returned ${run.count} documents, expected ${kb.documents}`);
     peak = await server.peakRss();
     log(`   ${mb(run.bytes)} in ${fmt(run.totalMs / 1000, 1)} s, peak RSS ${mb(peak)}`);
   } finally {
@@ -67,7 +75,10 @@ async function skewed(databaseUrl: string, sql: Sql, small: Dataset, large: Data
   // What the size cursor costs: its query drained on its own, against COPY of the exported rows.
   log(`8. the size cursor over ${large.name}, against COPY`);
   const copy = await copyOnce(databaseUrl, large.bookId, true);
-  const sizeQuery = documentSizeQuery({ excludeCategories: true, includeContentHtml: true }).replace('$1', `'${large.bookId}'`);
+  const sizeQuery = documentSizeQuery({ excludeCategories: true, includeContentHtml: true }).replace(
+    '$1',
+    `'${large.bookId}'`,
+  );
   const sizes: number[] = [];
   for (let i = 0; i < 3; i++) sizes.push((await copyQuery(databaseUrl, sizeQuery)).totalMs);
   const sizesMs = median(sizes);
@@ -143,7 +154,9 @@ async function mediaTags(databaseUrl: string, sql: Sql, sizeMb: number, log: (l:
     polling = false;
     await poller;
     peak = await server.peakRss();
-    log(`   ${mb(run.bytes)} in ${fmt(run.totalMs / 1000, 1)} s, peak RSS ${mb(peak)}, /livez at worst ${fmt(worst, 0)} ms over ${polls} polls`);
+    log(
+      `   ${mb(run.bytes)} in ${fmt(run.totalMs / 1000, 1)} s, peak RSS ${mb(peak)}, /livez at worst ${fmt(worst, 0)} ms over ${polls} polls`,
+    );
   } finally {
     await server.stop();
   }
@@ -169,7 +182,13 @@ interface Outcome {
 async function overload(databaseUrl: string, medium: Dataset, log: (l: string) => void): Promise<ScenarioResult> {
   const server = await startServer({
     databaseUrl,
-    env: { EXPORT_CACHE_BYTES: '0', EXPORT_CONCURRENCY: '8', EXPORT_PER_USER_MAX: '64', EXPORT_QUEUE_MAX: '32', EXPORT_QUEUE_TIMEOUT_MS: '10000' },
+    env: {
+      EXPORT_CACHE_BYTES: '0',
+      EXPORT_CONCURRENCY: '8',
+      EXPORT_PER_USER_MAX: '64',
+      EXPORT_QUEUE_MAX: '32',
+      EXPORT_QUEUE_TIMEOUT_MS: '10000',
+    },
   });
   let peak: number;
   let outcomes: Outcome[];
@@ -209,7 +228,9 @@ async function overload(databaseUrl: string, medium: Dataset, log: (l: string) =
     return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
   };
   const ttfb = done.map((o) => o.ttfbMs);
-  log(`   ${done.length} complete, ${refused.length} × 503, ${limited.length} × 429, ${wrong.length} wrong, peak RSS ${mb(peak)}`);
+  log(
+    `   ${done.length} complete, ${refused.length} × 503, ${limited.length} × 429, ${wrong.length} wrong, peak RSS ${mb(peak)}`,
+  );
   return {
     rows: [
       {
@@ -218,7 +239,13 @@ async function overload(databaseUrl: string, medium: Dataset, log: (l: string) =
           `64 clients at once, EXPORT_CONCURRENCY=8, EXPORT_QUEUE_MAX=32, EXPORT_QUEUE_TIMEOUT_MS=10000, ${medium.name} with HTML: ` +
           `${done.length} complete, ${refused.length} × 503, ${limited.length} × 429 in ${fmt(wallMs / 1000, 1)} s; ` +
           `time to first byte of the complete ones p50 ${fmt(pct(ttfb, 50), 0)} ms, p99 ${fmt(pct(ttfb, 99), 0)} ms; ` +
-          `503s answered after p50 ${fmt(pct(refused.map((o) => o.ttfbMs), 50), 0)} ms`,
+          `503s answered after p50 ${fmt(
+            pct(
+              refused.map((o) => o.ttfbMs),
+              50,
+            ),
+            0,
+          )} ms`,
         baseline: '64 requests',
         measured: `${wrong.length} neither a complete body nor a documented envelope; peak RSS ${mb(peak)}`,
         ratio: wrong.length / 64,
@@ -244,7 +271,10 @@ export async function run(opts: {
   log: (line: string) => void;
 }): Promise<ScenarioResult> {
   const a = await skewed(opts.databaseUrl, opts.sql, opts.small, opts.large, opts.quick, opts.log);
-  const tags = [await mediaTags(opts.databaseUrl, opts.sql, 2, opts.log), await mediaTags(opts.databaseUrl, opts.sql, 8, opts.log)];
+  const tags = [
+    await mediaTags(opts.databaseUrl, opts.sql, 2, opts.log),
+    await mediaTags(opts.databaseUrl, opts.sql, 8, opts.log),
+  ];
   const b = await overload(opts.databaseUrl, opts.medium, opts.log);
   const note =
     '8, media tags: a document whose HTML is nothing but `<img src=a>`, exported cold (REWRITE_PLANS on, no plan stored): its ' +

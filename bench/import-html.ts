@@ -32,7 +32,8 @@ import { runCli } from './lib/cli-process.js';
 import { machineInfo } from './machine.js';
 
 const MB = 1e6;
-const arg = (name: string, fallback: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
+const arg = (name: string, fallback: string) =>
+  process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
 const SOURCE = arg('source', '/usr/share/doc/postgresql-doc-15/html');
 const COPIES = Number(arg('copies', '6'));
 const PAGES = Number(arg('pages', '4'));
@@ -87,7 +88,10 @@ async function withLogo(source: string, dest: string, copies: number): Promise<v
     await mkdir(dir, { recursive: true });
     for (const f of await htmlFiles(source)) {
       const html = await readFile(f, 'utf8');
-      const out = html.replace(/<body[^>]*>/i, (tag) => `${tag}<div class="sidebar"><img src="_static/logo.png" alt="logo"></div>`);
+      const out = html.replace(
+        /<body[^>]*>/i,
+        (tag) => `${tag}<div class="sidebar"><img src="_static/logo.png" alt="logo"></div>`,
+      );
       await writeFile(path.join(dir, path.relative(source, f).replaceAll(path.sep, '_')), out);
     }
   }
@@ -121,7 +125,9 @@ const rate = (bytes: number, s: number) => `${(bytes / MB / s).toFixed(1)} MB/s`
 try {
   await stat(SOURCE);
 } catch {
-  process.stderr.write(`${SOURCE} is missing: apt-get install postgresql-doc-15, or pass --source=DIR (a folder of HTML pages)\n`);
+  process.stderr.write(
+    `${SOURCE} is missing: apt-get install postgresql-doc-15, or pass --source=DIR (a folder of HTML pages)\n`,
+  );
   process.exit(2);
 }
 
@@ -158,7 +164,9 @@ try {
     for (let r = 0; r < ROUNDS; r++) {
       bases.push(await tokenizeAlone(files));
       scans.push(await scanAlone(dir));
-      const run = await runCli(['import-html', dir, '--owner', 'u-bench', '--slug', `bench-${n++}`], { DATABASE_URL: db.url });
+      const run = await runCli(['import-html', dir, '--owner', 'u-bench', '--slug', `bench-${n++}`], {
+        DATABASE_URL: db.url,
+      });
       if (run.code !== 0) throw new Error(`import-html: ${run.stderr}`);
       imports.push(run.seconds);
       peak = Math.max(peak, run.peakRss);
@@ -166,8 +174,12 @@ try {
     const tree = await treePerPage(files);
     const [base, scan, imported] = [median(bases), median(scans), median(imports)];
     const what = `${name}: ${files.length.toLocaleString('en-US')} pages, ${(bytes / MB).toFixed(1)} MB`;
-    rows.push(`| ${what}, reading only (in process) | ${rate(bytes, base)} | ${rate(bytes, scan)} | ${(base / scan).toFixed(2)}× |`);
-    rows.push(`| ${what}, parse5's tree of each page alone (the first step of the reader before, in process) | ${rate(bytes, base)} | ${rate(bytes, tree)} | ${(base / tree).toFixed(2)}× |`);
+    rows.push(
+      `| ${what}, reading only (in process) | ${rate(bytes, base)} | ${rate(bytes, scan)} | ${(base / scan).toFixed(2)}× |`,
+    );
+    rows.push(
+      `| ${what}, parse5's tree of each page alone (the first step of the reader before, in process) | ${rate(bytes, base)} | ${rate(bytes, tree)} | ${(base / tree).toFixed(2)}× |`,
+    );
     rows.push(
       `| ${what}, \`import-html\` end to end (process start to exit), peak RSS ${(peak / 2 ** 20).toFixed(1)} MB | ${rate(bytes, base)} | ${rate(bytes, imported)} | ${(base / imported).toFixed(2)}× |`,
     );

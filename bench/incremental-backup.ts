@@ -18,7 +18,8 @@ import { BENCH_KEY, ensureDataset, openBenchDatabase } from './lib/datasets.js';
 import { startServer } from './lib/server-process.js';
 import { machineInfo } from './machine.js';
 
-const arg = (name: string, fallback: string) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1]! : fallback);
+const arg = (name: string, fallback: string) =>
+  process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1]! : fallback;
 const size = arg('--size', 'medium');
 const runs = Number(arg('--runs', '3'));
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -39,7 +40,8 @@ async function tenChanges(run: number): Promise<void> {
       AND NOT EXISTS (SELECT 1 FROM documents c WHERE c.parent_id = d.id)
     ORDER BY md5(id || ${String(run)}) LIMIT 9`;
   for (const { id } of ids.slice(0, 4)) await db.sql`UPDATE documents SET name = name || ' (renamed)' WHERE id = ${id}`;
-  for (const { id } of ids.slice(4, 8)) await db.sql`UPDATE documents SET content_html = content_html || '<p>edited</p>' WHERE id = ${id}`;
+  for (const { id } of ids.slice(4, 8))
+    await db.sql`UPDATE documents SET content_html = content_html || '<p>edited</p>' WHERE id = ${id}`;
   await db.sql`DELETE FROM documents WHERE id = ${ids[8]!.id}`;
   const id = `${dataset.bookId}-${stamp}-${run}-${created++}`;
   await db.sql`INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_html)
@@ -55,7 +57,9 @@ try {
     const file = path.join(dir, name);
     const full = path.join(dir, `full-${name}`);
     const backup = async (out: string, extra: string[]): Promise<CliRun> => {
-      const r = await runCli(['backup', '--server', server.base, '--book', dataset.slug, '--out', out, ...extra], { KB_EXPORT_API_KEY: BENCH_KEY });
+      const r = await runCli(['backup', '--server', server.base, '--book', dataset.slug, '--out', out, ...extra], {
+        KB_EXPORT_API_KEY: BENCH_KEY,
+      });
       if (r.code !== 0) throw new Error(`backup exited ${r.code}: ${r.stderr}`);
       return r;
     };
@@ -67,9 +71,15 @@ try {
     for (let i = 0; i < runs; i++) {
       await tenChanges(i);
       // Alternating which goes first; nothing is written between the two.
-      const pair = i % 2 === 0 ? [await backup(file, ['--incremental']), await backup(full, [])] : [await backup(full, []), await backup(file, ['--incremental'])].reverse();
+      const pair =
+        i % 2 === 0
+          ? [await backup(file, ['--incremental']), await backup(full, [])]
+          : [await backup(full, []), await backup(file, ['--incremental'])].reverse();
       const [a, b] = pair as [CliRun, CliRun];
-      const m = /merged .*: \d+ documents, (\d+) bytes .* from a delta of 1?\d changed or new and [01] removed \((\d+) bytes\)/.exec(a.stderr);
+      const m =
+        /merged .*: \d+ documents, (\d+) bytes .* from a delta of 1?\d changed or new and [01] removed \((\d+) bytes\)/.exec(
+          a.stderr,
+        );
       if (m === null) throw new Error(`not a merge of 10 changes: ${a.stderr}`);
       jsonBytes = Number(m[1]);
       deltaBytes = Number(m[2]);
@@ -89,7 +99,9 @@ try {
   console.log(
     `${m.cpu}, ${m.cores} cores, Node.js ${m.node}; a generated knowledge base of ${documentsForSize(size).toLocaleString('en')} documents (\`${size}\`), ${dataset.exported.toLocaleString('en')} exported, ${(jsonBytes / 1e6).toFixed(0)} MB of JSON; median of ${runs} runs, the two alternating; peak RSS the highest of the runs.\n`,
   );
-  console.log('| File | full `backup` (baseline), peak RSS | `backup --incremental` after 10 changes, peak RSS | × full time |');
+  console.log(
+    '| File | full `backup` (baseline), peak RSS | `backup --incremental` after 10 changes, peak RSS | × full time |',
+  );
   console.log('|---|---:|---:|---:|');
   for (const r of rows) console.log(r);
 } finally {

@@ -24,7 +24,8 @@ import { fileURLToPath } from 'node:url';
 import { runCli, type CliRun } from './lib/cli-process.js';
 import { machineInfo } from './machine.js';
 
-const arg = (name: string, fallback: string) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1]! : fallback);
+const arg = (name: string, fallback: string) =>
+  process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1]! : fallback;
 const quick = process.argv.includes('--quick');
 const runs = Number(arg('--runs', quick ? '1' : '3'));
 const CONCURRENCY = 8;
@@ -60,7 +61,8 @@ function writeSet(set: FileSet, name: string): string[] {
     const block = Buffer.alloc(Math.min(set.bytes, 1 << 20), `${rel} `);
     const file = path.join(source, rel);
     writeFileSync(file, '');
-    for (let left = set.bytes; left > 0; left -= block.length) writeFileSync(file, block.subarray(0, Math.min(left, block.length)), { flag: 'a' });
+    for (let left = set.bytes; left > 0; left -= block.length)
+      writeFileSync(file, block.subarray(0, Math.min(left, block.length)), { flag: 'a' });
     paths.push(rel);
   }
   return paths;
@@ -76,7 +78,14 @@ function exportBody(paths: string[]): Buffer {
       .join('');
     documents.push({ id: `d${i}`, name: `Document ${i}`, cover: null, contentHtml: html });
   }
-  return Buffer.from(JSON.stringify({ success: true, book: { id: 'b', slug: 'media', name: 'Media' }, documents, meta: { count: documents.length } }));
+  return Buffer.from(
+    JSON.stringify({
+      success: true,
+      book: { id: 'b', slug: 'media', name: 'Media' },
+      documents,
+      meta: { count: documents.length },
+    }),
+  );
 }
 
 let body: Buffer = Buffer.alloc(0);
@@ -108,11 +117,17 @@ const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
 /** Runs a command to its end; its wall time in ms. Rejects on a non-zero exit. */
 function timed(cmd: string, args: string[], cwd: string): Promise<number> {
   const started = performance.now();
-  const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NODE_OPTIONS: '' } });
+  const child = spawn(cmd, args, {
+    cwd,
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, NODE_OPTIONS: '' },
+  });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
   return new Promise((resolve, reject) =>
-    child.on('exit', (code) => (code === 0 ? resolve(performance.now() - started) : reject(new Error(`${cmd} exited ${code}: ${stderr}`)))),
+    child.on('exit', (code) =>
+      code === 0 ? resolve(performance.now() - started) : reject(new Error(`${cmd} exited ${code}: ${stderr}`)),
+    ),
   );
 }
 
@@ -135,25 +150,51 @@ async function measure(set: FileSet, name: string): Promise<Figures> {
   body = exportBody(paths);
   const list = path.join(root, `${name}.urls`);
   writeFileSync(list, paths.map((p) => `${base}/media/${p}\n`).join(''));
-  const f: Figures = { set, client: [], clientMediaS: [], curl: [], curlSync: [], undici: [], unchanged: [], sha256sum: [] };
+  const f: Figures = {
+    set,
+    client: [],
+    clientMediaS: [],
+    curl: [],
+    curlSync: [],
+    undici: [],
+    unchanged: [],
+    sha256sum: [],
+  };
   for (let run = 0; run < runs; run++) {
     const work = path.join(root, `run-${name}-${run}`);
     mkdirSync(work);
     const curlConfig = path.join(work, 'curl.conf');
     writeFileSync(curlConfig, paths.map((p) => `url = "${base}/media/${p}"\noutput = "curl/${p}"\n`).join(''));
-    log(`${name}, run ${run + 1} of ${runs}: curl, curl and sync, undici, kb-export backup, unchanged backup, sha256sum -c`);
+    log(
+      `${name}, run ${run + 1} of ${runs}: curl, curl and sync, undici, kb-export backup, unchanged backup, sha256sum -c`,
+    );
     const curlArgs = ['-sf', '--parallel', '--parallel-max', String(CONCURRENCY), '--create-dirs', '-K', curlConfig];
     f.curl.push(await timed('curl', curlArgs, work));
     rmSync(path.join(work, 'curl'), { recursive: true, force: true });
-    f.curlSync.push((await timed('curl', curlArgs, work)) + (await timed('sync', ['-f', path.join(work, 'curl')], work)));
+    f.curlSync.push(
+      (await timed('curl', curlArgs, work)) + (await timed('sync', ['-f', path.join(work, 'curl')], work)),
+    );
     f.undici.push(await timed(process.execPath, [FETCHER, list, path.join(work, 'undici'), String(CONCURRENCY)], work));
-    const args = ['backup', '--server', base, '--book', 'media', '--out', path.join(work, 'kb.json'), '--media-dir', path.join(work, 'media'), '--media-concurrency', String(CONCURRENCY)];
+    const args = [
+      'backup',
+      '--server',
+      base,
+      '--book',
+      'media',
+      '--out',
+      path.join(work, 'kb.json'),
+      '--media-dir',
+      path.join(work, 'media'),
+      '--media-concurrency',
+      String(CONCURRENCY),
+    ];
     const first = await runCli(args, { KB_EXPORT_API_KEY: 'bench' });
     if (first.code !== 0) throw new Error(`backup exited ${first.code}: ${first.stderr}`);
     f.client.push(first);
     f.clientMediaS.push(mediaSeconds(first));
     const again = await runCli(args, { KB_EXPORT_API_KEY: 'bench' });
-    if (again.code !== 0 || !/\(0 fetched, 0 bytes; \d+ already there\)/.test(again.stderr)) throw new Error(`the unchanged backup fetched again: ${again.stderr}`);
+    if (again.code !== 0 || !/\(0 fetched, 0 bytes; \d+ already there\)/.test(again.stderr))
+      throw new Error(`the unchanged backup fetched again: ${again.stderr}`);
     f.unchanged.push(again);
     f.sha256sum.push(await timed('sha256sum', ['-c', '--quiet', 'kb.json.sha256'], work));
     rmSync(work, { recursive: true, force: true });
@@ -171,11 +212,19 @@ try {
     `${m.cpu}, ${m.cores} cores, Node.js ${m.node}, load average ${os.loadavg()[0]!.toFixed(1)} at the end; a local node:http static server in the bench's process; ` +
       `concurrency ${CONCURRENCY} for every tool; median of ${runs} alternating run(s); peak RSS the highest of the client's runs.\n`,
   );
-  console.log('| Files | curl --parallel (baseline) | curl, then sync -f (baseline) | undici, plain (baseline) | kb-export backup --media-dir (media part) | × curl | × curl and sync | × undici | client peak RSS |');
+  console.log(
+    '| Files | curl --parallel (baseline) | curl, then sync -f (baseline) | undici, plain (baseline) | kb-export backup --media-dir (media part) | × curl | × curl and sync | × undici | client peak RSS |',
+  );
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
-  const rate = (set: FileSet, ms: number) => `${Math.round(set.count / (ms / 1000)).toLocaleString('en')} files/s, ${((set.count * set.bytes) / 1e6 / (ms / 1000)).toFixed(0)} MB/s`;
+  const rate = (set: FileSet, ms: number) =>
+    `${Math.round(set.count / (ms / 1000)).toLocaleString('en')} files/s, ${((set.count * set.bytes) / 1e6 / (ms / 1000)).toFixed(0)} MB/s`;
   for (const f of figures) {
-    const [c, cs, u, k] = [median(f.curl), median(f.curlSync), median(f.undici), median(f.client.map((r) => r.seconds * 1000))];
+    const [c, cs, u, k] = [
+      median(f.curl),
+      median(f.curlSync),
+      median(f.undici),
+      median(f.client.map((r) => r.seconds * 1000)),
+    ];
     const media = median(f.clientMediaS) * 1000;
     const peak = Math.max(...f.client.map((r) => r.peakRss)) / 2 ** 20;
     console.log(
@@ -184,11 +233,15 @@ try {
         `${(k / c).toFixed(2)}× | ${(k / cs).toFixed(2)}× | ${(k / u).toFixed(2)}× | ${peak.toFixed(0)} MB |`,
     );
   }
-  console.log('\n| Files | sha256sum -c PATH.sha256 (baseline) | unchanged backup: every file checked, none fetched | × sha256sum |');
+  console.log(
+    '\n| Files | sha256sum -c PATH.sha256 (baseline) | unchanged backup: every file checked, none fetched | × sha256sum |',
+  );
   console.log('|---|---:|---:|---:|');
   for (const f of figures) {
     const [s, k] = [median(f.sha256sum), median(f.unchanged.map((r) => r.seconds * 1000))];
-    console.log(`| ${f.set.count.toLocaleString('en')} × ${f.set.bytes >= 2 ** 20 ? `${f.set.bytes / 2 ** 20} MiB` : `${f.set.bytes / 1024} KiB`} | ${(s / 1000).toFixed(2)} s | ${(k / 1000).toFixed(2)} s | ${(k / s).toFixed(2)}× |`);
+    console.log(
+      `| ${f.set.count.toLocaleString('en')} × ${f.set.bytes >= 2 ** 20 ? `${f.set.bytes / 2 ** 20} MiB` : `${f.set.bytes / 1024} KiB`} | ${(s / 1000).toFixed(2)} s | ${(k / 1000).toFixed(2)} s | ${(k / s).toFixed(2)}× |`,
+    );
   }
 } finally {
   server.close();

@@ -39,7 +39,11 @@ async function ensureMillion(sql: Sql, log: (l: string) => void): Promise<void> 
 }
 
 /** Scenario 11. */
-export async function run(opts: { databaseUrl: string; sql: Sql; log: (line: string) => void }): Promise<ScenarioResult> {
+export async function run(opts: {
+  databaseUrl: string;
+  sql: Sql;
+  log: (line: string) => void;
+}): Promise<ScenarioResult> {
   const { databaseUrl, sql, log } = opts;
   await ensureMillion(sql, log);
   log('11. storing every rewrite plan (kb-export warm)');
@@ -62,7 +66,9 @@ export async function run(opts: { databaseUrl: string; sql: Sql; log: (line: str
         bytes = r.bytes;
       }
       const [o, c] = [median(ours), median(copies)];
-      log(`11. ${html ? 'HTML, plans stored' : 'without HTML'}: ${fmt(o / 1000, 2)} s against COPY ${fmt(c / 1000, 2)} s, first byte ${fmt(median(ttfb), 0)} ms`);
+      log(
+        `11. ${html ? 'HTML, plans stored' : 'without HTML'}: ${fmt(o / 1000, 2)} s against COPY ${fmt(c / 1000, 2)} s, first byte ${fmt(median(ttfb), 0)} ms`,
+      );
       rows.push({
         scenario: '11. A million small documents',
         what: `export ${html ? 'with HTML, every plan stored' : 'without HTML'} (${mb(bytes)}; ${fmt(DOCUMENTS / (o / 1000), 0)} documents/s; first byte ${fmt(median(ttfb), 0)} ms)`,
@@ -78,7 +84,9 @@ export async function run(opts: { databaseUrl: string; sql: Sql; log: (line: str
   }
   return {
     rows,
-    notes: ['11: medians of 3 alternating runs after one warm-up each; the book is generated in PostgreSQL, each document a short note with one image.'],
+    notes: [
+      '11: medians of 3 alternating runs after one warm-up each; the book is generated in PostgreSQL, each document a short note with one image.',
+    ],
   };
 }
 
@@ -86,7 +94,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const db = await openBenchDatabase();
   try {
     const result = await run({ databaseUrl: db.url, sql: db.sql, log: (l) => process.stdout.write(`${l}\n`) });
-    for (const r of result.rows) process.stdout.write(`${r.what} | ${r.baseline} | ${r.measured} | ${fmt(r.ratio, 2)}×\n`);
+    for (const r of result.rows)
+      process.stdout.write(`${r.what} | ${r.baseline} | ${r.measured} | ${fmt(r.ratio, 2)}×\n`);
   } finally {
     await db.close();
   }

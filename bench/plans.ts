@@ -79,7 +79,11 @@ async function drainUrl(url: string): Promise<{ ms: number; bytes: number }> {
  * the export reads them, without its size cursor), and one COPY (FORMAT binary). What the
  * database driver costs before anything is encoded.
  */
-async function driverOnly(databaseUrl: string, bookId: string, html: boolean): Promise<{ fetchMs: number; copyMs: number; bytes: number }> {
+async function driverOnly(
+  databaseUrl: string,
+  bookId: string,
+  html: boolean,
+): Promise<{ fetchMs: number; copyMs: number; bytes: number }> {
   const query = documentQuery({ excludeCategories: true, includeContentHtml: html });
   const sql = postgres(databaseUrl, { max: 1, onnotice: () => {}, fetch_types: false });
   try {
@@ -153,7 +157,12 @@ export async function run(o: PlansBenchOptions): Promise<ScenarioResult> {
       SELECT pg_total_relation_size('rewrite_plans')::text AS table_bytes,
              (SELECT coalesce(sum(octet_length(d.content_html)), 0) FROM documents d JOIN rewrite_plans p ON p.document_id = d.id)::text AS covered,
              (SELECT coalesce(sum(octet_length(content_html)), 0) FROM documents WHERE book_id = ${large.bookId} AND status = 1)::text AS all_html`;
-    storage = { plans, tableBytes: Number(s!.table_bytes), coveredHtmlBytes: Number(s!.covered), allHtmlBytes: Number(s!.all_html) };
+    storage = {
+      plans,
+      tableBytes: Number(s!.table_bytes),
+      coveredHtmlBytes: Number(s!.covered),
+      allHtmlBytes: Number(s!.all_html),
+    };
     copyWarm = await copy();
     warm = await html(server, 'warm (second export)');
     // 1 % of the documents that have a plan change: their stored plans no longer match.
@@ -183,11 +192,19 @@ export async function run(o: PlansBenchOptions): Promise<ScenarioResult> {
     log(`    FETCH ${fmt(d.fetchMs / 1000, 2)} s, COPY binary ${fmt(d.copyMs / 1000, 2)} s`);
     driver.push({ html: withHtml, ...d });
   }
-  for (const m of [cold, warm]) if (m.sha256 !== before.sha256) throw new Error('an export with plans differs from the export without them');
+  for (const m of [cold, warm])
+    if (m.sha256 !== before.sha256) throw new Error('an export with plans differs from the export without them');
   const ratio = (m: Measured, copyMs: number) => m.ms / copyMs;
   const describe = (m: Measured) => `export ${fmt(m.ms / 1000, 2)} s, peak RSS ${mb(m.peak)}`;
   /** A row for an export measured against COPY, its target a ratio and the 150 MB peak. */
-  const exportRow = (what: string, m: Measured, copyMs: number, maxRatio: number, extraTarget = '', extraMet = true): ResultRow => ({
+  const exportRow = (
+    what: string,
+    m: Measured,
+    copyMs: number,
+    maxRatio: number,
+    extraTarget = '',
+    extraMet = true,
+  ): ResultRow => ({
     scenario: '10. Rewrite plans',
     what,
     baseline: `COPY ${fmt(copyMs / 1000, 2)} s`,
@@ -257,7 +274,7 @@ export async function run(o: PlansBenchOptions): Promise<ScenarioResult> {
       '10: each export drained by the bench client over HTTP with EXPORT_CACHE_BYTES=0 and the default REWRITE_WORKERS, against COPY of the ' +
         'same rows with contentHtml measured just before it; the cold and warm bodies are checked to have the SHA-256 of the export without plans. ' +
         `The 1 % change appends \`${CHANGE}\` to documents that have plans, and is taken off afterwards. Storage is pg_total_relation_size after ` +
-        'VACUUM ANALYZE, against octet_length of the covered documents\' stored contentHtml.',
+        "VACUUM ANALYZE, against octet_length of the covered documents' stored contentHtml.",
     ],
   };
 }
@@ -273,7 +290,8 @@ async function main(): Promise<void> {
   try {
     const large = await ensureDataset(db.sql, opts.size, SIZES[opts.size], log);
     const result = await run({ databaseUrl: db.url, sql: db.sql, large, log });
-    for (const r of result.rows) process.stdout.write(`${r.what} | ${r.baseline} | ${r.measured} | ${fmt(r.ratio, 2)}× (${r.target})\n`);
+    for (const r of result.rows)
+      process.stdout.write(`${r.what} | ${r.baseline} | ${r.measured} | ${fmt(r.ratio, 2)}× (${r.target})\n`);
   } finally {
     await agent.close();
     await db.close();

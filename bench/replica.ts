@@ -31,7 +31,10 @@ const EDITED = 5000;
 /** The generated book: `documents` rows of about 4 KB of text each, built in PostgreSQL. */
 async function createBook(sql: Sql, documents: number): Promise<void> {
   await migrate(sql);
-  const seed = { users: [{ id: 'bench-replica-user', name: 'Bench', apiKeys: [{ id: 'k-bench-replica', key: KEY }] }], books: [] };
+  const seed = {
+    users: [{ id: 'bench-replica-user', name: 'Bench', apiKeys: [{ id: 'k-bench-replica', key: KEY }] }],
+    books: [],
+  };
   await loadSeed(sql, Readable.from([JSON.stringify(seed)]));
   await sql`INSERT INTO books (id, owner_id, slug, name) VALUES (${BOOK}, 'bench-replica-user', ${SLUG}, 'Replica bench')`;
   await sql.unsafe(
@@ -49,7 +52,9 @@ async function heldExport(base: string): Promise<{ close(): void }> {
   const u = new URL(base);
   const socket = net.connect(Number(u.port), u.hostname);
   socket.on('error', () => {});
-  socket.write(`GET /api/v1/open/books/${SLUG}/docs HTTP/1.1\r\nHost: ${u.host}\r\nAuthorization: Bearer ${KEY}\r\nConnection: close\r\n\r\n`);
+  socket.write(
+    `GET /api/v1/open/books/${SLUG}/docs HTTP/1.1\r\nHost: ${u.host}\r\nAuthorization: Bearer ${KEY}\r\nConnection: close\r\n\r\n`,
+  );
   await new Promise<void>((resolve) => socket.once('data', () => resolve()));
   socket.pause();
   return { close: () => socket.destroy() };
@@ -82,14 +87,22 @@ function vacuumReport(url: string): { kept(): Promise<number>; end(): Promise<vo
  * holds an export. The round starts once VACUUM keeps nothing, so an xmin an earlier round left on
  * the primary (the standby's last feedback, an export not yet ended) is not counted here.
  */
-async function deadRowsKept(sql: Sql, vacuumKept: () => Promise<number>, hold: () => Promise<{ close(): void }>, settle: () => Promise<void>): Promise<number> {
+async function deadRowsKept(
+  sql: Sql,
+  vacuumKept: () => Promise<number>,
+  hold: () => Promise<{ close(): void }>,
+  settle: () => Promise<void>,
+): Promise<number> {
   for (let until = Date.now() + 60_000; (await vacuumKept()) > 0; await sleep(200)) {
     if (Date.now() > until) throw new Error('VACUUM still kept rows a minute after the last round');
   }
   const held = await hold();
   try {
     await settle();
-    await sql.unsafe(`UPDATE documents SET content_yjs = '\\x00'::bytea WHERE id IN (SELECT id FROM documents WHERE book_id = $1 ORDER BY id LIMIT ${EDITED})`, [BOOK]);
+    await sql.unsafe(
+      `UPDATE documents SET content_yjs = '\\x00'::bytea WHERE id IN (SELECT id FROM documents WHERE book_id = $1 ORDER BY id LIMIT ${EDITED})`,
+      [BOOK],
+    );
     return await vacuumKept();
   } finally {
     held.close();
@@ -99,7 +112,9 @@ async function deadRowsKept(sql: Sql, vacuumKept: () => Promise<number>, hold: (
 /** Waits until the primary sees the standby's feedback xmin (hot_standby_feedback on) or none (off). */
 async function feedbackIs(pair: ReplicaPair, on: boolean): Promise<void> {
   for (let i = 0; i < 100; i++) {
-    const [row] = await pair.primary.query((sql) => sql<{ xmin: string | null }[]>`SELECT backend_xmin::text AS xmin FROM pg_stat_replication`);
+    const [row] = await pair.primary.query(
+      (sql) => sql<{ xmin: string | null }[]>`SELECT backend_xmin::text AS xmin FROM pg_stat_replication`,
+    );
     if ((row?.xmin != null) === on) return;
     await sleep(100);
   }
@@ -123,7 +138,10 @@ export async function run(opts: { quick: boolean; log: (line: string) => void })
     const env = { EXPORT_CACHE_BYTES: '0', REWRITE_WORKERS: '0' };
     const onPrimary = await startServer({ databaseUrl: pair.primary.url, env });
     servers.push(onPrimary);
-    const onStandby = await startServer({ databaseUrl: pair.primary.url, env: { ...env, DATABASE_REPLICA_URL: pair.standby.url, REPLICA_MAX_LAG_MS: '60000' } });
+    const onStandby = await startServer({
+      databaseUrl: pair.primary.url,
+      env: { ...env, DATABASE_REPLICA_URL: pair.standby.url, REPLICA_MAX_LAG_MS: '60000' },
+    });
     servers.push(onStandby);
 
     const primaryMs: number[] = [];
@@ -135,7 +153,8 @@ export async function run(opts: { quick: boolean; log: (line: string) => void })
       log(`12. export from the primary and from the standby, run ${i + 1}/${runs}`);
       const p = await exportOnce(onPrimary.base, KEY, SLUG, { html: false });
       const s = await exportOnce(onStandby.base, KEY, SLUG, { html: false });
-      if (p.count !== documents || s.count !== documents) throw new Error(`exports returned ${p.count} and ${s.count} documents`);
+      if (p.count !== documents || s.count !== documents)
+        throw new Error(`exports returned ${p.count} and ${s.count} documents`);
       primaryMs.push(p.totalMs);
       standbyMs.push(s.totalMs);
       bytes = s.bytes;
@@ -151,7 +170,12 @@ export async function run(opts: { quick: boolean; log: (line: string) => void })
     held.primary = await deadRowsKept(sql, vacuum.kept, () => heldExport(onPrimary.base), noWait);
     await pair.standby.configure({ hot_standby_feedback: 'on' });
     await feedbackIs(pair, true);
-    held.feedbackOn = await deadRowsKept(sql, vacuum.kept, () => heldExport(onStandby.base), () => feedbackIs(pair, true));
+    held.feedbackOn = await deadRowsKept(
+      sql,
+      vacuum.kept,
+      () => heldExport(onStandby.base),
+      () => feedbackIs(pair, true),
+    );
     await pair.standby.configure({ hot_standby_feedback: 'off' });
     await feedbackIs(pair, false);
     held.feedbackOff = await deadRowsKept(sql, vacuum.kept, () => heldExport(onStandby.base), noWait);
@@ -191,6 +215,7 @@ export async function run(opts: { quick: boolean; log: (line: string) => void })
 if (import.meta.url === `file://${process.argv[1]}`) {
   const quick = process.argv.includes('--quick');
   const result = await run({ quick, log: (line) => process.stderr.write(`[replica] ${line}\n`) });
-  for (const r of result.rows) process.stdout.write(`| ${r.scenario} | ${r.what} | ${r.baseline} | ${r.measured} | ${fmt(r.ratio, 2)}× |\n`);
+  for (const r of result.rows)
+    process.stdout.write(`| ${r.scenario} | ${r.what} | ${r.baseline} | ${r.measured} | ${fmt(r.ratio, 2)}× |\n`);
   for (const n of result.notes) process.stdout.write(`${n}\n`);
 }

@@ -16,7 +16,8 @@ import { BENCH_KEY, ensureDataset, openBenchDatabase } from './lib/datasets.js';
 import { startServer } from './lib/server-process.js';
 import { machineInfo } from './machine.js';
 
-const arg = (name: string, fallback: string) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1]! : fallback);
+const arg = (name: string, fallback: string) =>
+  process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1]! : fallback;
 const documents = Number(arg('--documents', '5000'));
 const cuts = Number(arg('--cuts', '10'));
 const log = (line: string) => process.stderr.write(`[resume] ${line}\n`);
@@ -25,14 +26,20 @@ const teardowns: (() => unknown)[] = [];
 const db = await openBenchDatabase();
 const dataset = await ensureDataset(db.sql, `resume-${documents}`, documents, log);
 const server = await startServer({ databaseUrl: db.url, env: { EXPORT_CACHE_BYTES: '0' } });
-const proxy = await startTcpProxy({ teardown: (fn) => teardowns.push(fn) }, { host: '127.0.0.1', port: Number(new URL(server.base).port) });
+const proxy = await startTcpProxy(
+  { teardown: (fn) => teardowns.push(fn) },
+  { host: '127.0.0.1', port: Number(new URL(server.base).port) },
+);
 const dir = mkdtempSync(path.join(os.tmpdir(), 'kb-export-bench-resume-'));
 const base = `http://127.0.0.1:${proxy.port}`;
 const moved = () => proxy.stats().bytesToClient;
 
 try {
   const backup = async (file: string) => {
-    const r = await runCli(['backup', '--server', base, '--book', dataset.slug, '--out', file, '--retries', '3', '--quiet'], { KB_EXPORT_API_KEY: BENCH_KEY });
+    const r = await runCli(
+      ['backup', '--server', base, '--book', dataset.slug, '--out', file, '--retries', '3', '--quiet'],
+      { KB_EXPORT_API_KEY: BENCH_KEY },
+    );
     if (r.code !== 0) throw new Error(`backup failed: ${r.stderr}`);
     return r;
   };
@@ -48,7 +55,8 @@ try {
   const resumed = await backup(path.join(dir, 'resumed.json'));
   const resumedBytes = moved() - at;
   const resumedCuts = proxy.stats().cuts - cutsBefore;
-  if (!readFileSync(path.join(dir, 'resumed.json')).equals(readFileSync(path.join(dir, 'whole.json')))) throw new Error('the resumed file differs from the uncut one');
+  if (!readFileSync(path.join(dir, 'resumed.json')).equals(readFileSync(path.join(dir, 'whole.json'))))
+    throw new Error('the resumed file differs from the uncut one');
   log(`resuming: ${resumedBytes} bytes, ${resumedCuts} cuts, ${resumed.seconds.toFixed(1)} s`);
 
   // Restarting from the first byte: every attempt is cut at the same distance, so it never ends.
@@ -57,7 +65,9 @@ try {
   let restartedWhole = false;
   for (let i = 0; i < attempts && !restartedWhole; i++) {
     try {
-      const res = await request(`${base}/api/v1/open/books/${dataset.slug}/docs`, { headers: { authorization: `Bearer ${BENCH_KEY}`, 'accept-encoding': 'gzip' } });
+      const res = await request(`${base}/api/v1/open/books/${dataset.slug}/docs`, {
+        headers: { authorization: `Bearer ${BENCH_KEY}`, 'accept-encoding': 'gzip' },
+      });
       // Read to the end: a cut throws here.
       for await (const chunk of res.body) void chunk;
       restartedWhole = res.statusCode === 200;
@@ -78,8 +88,12 @@ try {
   console.log('| Client | Bytes moved | × uncut | Cuts | Whole file |');
   console.log('|---|---:|---:|---:|---|');
   console.log(`| \`backup\`, uncut (baseline) | ${mb(wholeBytes)} | 1.00× | 0 | yes, ${whole.seconds.toFixed(1)} s |`);
-  console.log(`| \`backup\`, resuming after each cut | ${mb(resumedBytes)} | ${(resumedBytes / wholeBytes).toFixed(2)}× | ${resumedCuts} | yes, ${resumed.seconds.toFixed(1)} s (a second of back-off a cut) |`);
-  console.log(`| a client restarting from the first byte (${attempts} attempts) | ${mb(restartBytes)} | ${(restartBytes / wholeBytes).toFixed(2)}× | ${attempts} | ${restartedWhole ? 'yes' : 'never'} |`);
+  console.log(
+    `| \`backup\`, resuming after each cut | ${mb(resumedBytes)} | ${(resumedBytes / wholeBytes).toFixed(2)}× | ${resumedCuts} | yes, ${resumed.seconds.toFixed(1)} s (a second of back-off a cut) |`,
+  );
+  console.log(
+    `| a client restarting from the first byte (${attempts} attempts) | ${mb(restartBytes)} | ${(restartBytes / wholeBytes).toFixed(2)}× | ${attempts} | ${restartedWhole ? 'yes' : 'never'} |`,
+  );
 } finally {
   for (const fn of teardowns.reverse()) await fn();
   rmSync(dir, { recursive: true, force: true });

@@ -61,7 +61,11 @@ class BaselineRewriter extends RewritingStream {
   private onTag(tag: StartTag, raw: string): void {
     const rules = BASELINE_ATTRS[tag.tagName];
     // Same scope as kb-export: a media tag name that stays in SVG/MathML is not an HTML media element.
-    if (rules === undefined || this.parserFeedbackSimulator.inForeignContent || (tag.tagName === 'a' && !isAttachment(tag))) {
+    if (
+      rules === undefined ||
+      this.parserFeedbackSimulator.inForeignContent ||
+      (tag.tagName === 'a' && !isAttachment(tag))
+    ) {
       this.emitRaw(raw);
       return;
     }
@@ -98,7 +102,13 @@ export function baselineRewrite(html: string, prefix: string): string {
  */
 export function referenceUrl(u: string, prefix: string): string {
   const t = u.replace(/^[\t\n\f\r ]+|[\t\n\f\r ]+$/g, '');
-  if (t === '' || /^[A-Za-z][A-Za-z0-9+.-]*:/.test(t) || t.startsWith('//') || t.startsWith('#') || t.startsWith(prefix)) {
+  if (
+    t === '' ||
+    /^[A-Za-z][A-Za-z0-9+.-]*:/.test(t) ||
+    t.startsWith('//') ||
+    t.startsWith('#') ||
+    t.startsWith(prefix)
+  ) {
     return u;
   }
   return prefix + t.replace(/^(?:\.\/|\/)+/, '');
@@ -110,7 +120,8 @@ export function referenceUrl(u: string, prefix: string): string {
  * where the HTML spec's candidate splitting would have to be reproduced in full.
  */
 function referenceSrcset(v: string, prefix: string): string | null {
-  const candidate = /([\t\n\f\r ]*)([^\t\n\f\r ,]+)((?:[\t\n\f\r ]+[^\t\n\f\r ,()]+)?)([\t\n\f\r ]*,[\t\n\f\r ]+|[\t\n\f\r ]*$)/y;
+  const candidate =
+    /([\t\n\f\r ]*)([^\t\n\f\r ,]+)((?:[\t\n\f\r ]+[^\t\n\f\r ,()]+)?)([\t\n\f\r ]*,[\t\n\f\r ]+|[\t\n\f\r ]*$)/y;
   let out = '';
   while (candidate.lastIndex < v.length) {
     const m = candidate.exec(v);
@@ -123,7 +134,17 @@ function referenceSrcset(v: string, prefix: string): string | null {
 /** Raw text elements: their content holds no tags. */
 const REF_RAW_TEXT = new Set(['script', 'style', 'textarea', 'title']);
 /** Elements whose tokenisation the reference does not follow (foreign content, other raw text states, `<image>`). */
-const REF_UNSUPPORTED = new Set(['svg', 'math', 'noscript', 'iframe', 'noembed', 'noframes', 'xmp', 'plaintext', 'image']);
+const REF_UNSUPPORTED = new Set([
+  'svg',
+  'math',
+  'noscript',
+  'iframe',
+  'noembed',
+  'noframes',
+  'xmp',
+  'plaintext',
+  'image',
+]);
 
 function isWs(c: number): boolean {
   return c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0c || c === 0x0d;
@@ -274,7 +295,9 @@ function tokens(html: string): string[] {
       this.tokenizer.write(s, true);
     }
   })();
-  p.on('startTag', (t) => out.push(`<${t.tagName} ${JSON.stringify(t.attrs.map((a) => [a.name, a.value]))}${t.selfClosing ? '/' : ''}>`));
+  p.on('startTag', (t) =>
+    out.push(`<${t.tagName} ${JSON.stringify(t.attrs.map((a) => [a.name, a.value]))}${t.selfClosing ? '/' : ''}>`),
+  );
   p.on('endTag', (t) => out.push(`</${t.tagName}>`));
   // parse5 cuts long text at its input buffer's waterline, which falls elsewhere when tags before
   // it were serialised differently; adjacent text events are one text.
@@ -497,14 +520,31 @@ export async function run(opts: { quick: boolean }): Promise<ScenarioResult> {
 /** The rows of `r` as an aligned plain-text table, notes below. */
 export function formatResult(r: ScenarioResult): string {
   const head = ['scenario', 'what', 'baseline', 'measured', 'ratio', 'target', 'met'];
-  const body = r.rows.map((x) => [x.scenario, x.what, x.baseline, x.measured, `${fmt(x.ratio, 2)}×`, x.target, x.met === null ? '' : x.met ? 'yes' : 'NO']);
+  const body = r.rows.map((x) => [
+    x.scenario,
+    x.what,
+    x.baseline,
+    x.measured,
+    `${fmt(x.ratio, 2)}×`,
+    x.target,
+    x.met === null ? '' : x.met ? 'yes' : 'NO',
+  ]);
   const widths = head.map((h, k) => Math.max(h.length, ...body.map((b) => b[k]!.length)));
-  const line = (cells: string[]) => cells.map((s, k) => s.padEnd(widths[k]!)).join(' | ').trimEnd();
-  return [line(head), widths.map((w) => '-'.repeat(w)).join('-|-'), ...body.map(line), '', ...r.notes].join('\n') + '\n';
+  const line = (cells: string[]) =>
+    cells
+      .map((s, k) => s.padEnd(widths[k]!))
+      .join(' | ')
+      .trimEnd();
+  return (
+    [line(head), widths.map((w) => '-'.repeat(w)).join('-|-'), ...body.map(line), '', ...r.notes].join('\n') + '\n'
+  );
 }
 
 /** Runs `scenario` and prints its table when `moduleUrl` is the script node was started with. */
-export async function runIfMain(moduleUrl: string, scenario: (opts: { quick: boolean }) => Promise<ScenarioResult>): Promise<void> {
+export async function runIfMain(
+  moduleUrl: string,
+  scenario: (opts: { quick: boolean }) => Promise<ScenarioResult>,
+): Promise<void> {
   const script = process.argv[1];
   if (script === undefined || pathToFileURL(path.resolve(script)).href !== moduleUrl) return;
   try {

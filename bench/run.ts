@@ -85,7 +85,8 @@ async function throughput(
       const peak = await server.peakRss();
       peakLarge = Math.max(peakLarge, peak);
       if (html) peakHtml = Math.max(peakHtml, peak);
-      if (e.count !== large.exported) throw new Error(`export of ${large.name} returned ${e.count} documents, expected ${large.exported}`);
+      if (e.count !== large.exported)
+        throw new Error(`export of ${large.name} returned ${e.count} documents, expected ${large.exported}`);
       exports.push(e);
       log(`   ${mb(e.bytes)} in ${fmt(e.totalMs / 1000, 2)} s, peak RSS ${mb(peak)}`);
     }
@@ -111,7 +112,17 @@ async function throughput(
   }
   if (!plan.quick) {
     // The benchmarks issue sizes `large` at 2e9 bytes or more; its export body is where that shows.
-    rows.push(row('1. Throughput', `${large.name}: export body with HTML, ${mb(bodyBytes)}`, '2e9 bytes', `${bodyBytes.toLocaleString('en')} bytes`, bodyBytes / 2e9, '≥ 1×', bodyBytes >= 2e9));
+    rows.push(
+      row(
+        '1. Throughput',
+        `${large.name}: export body with HTML, ${mb(bodyBytes)}`,
+        '2e9 bytes',
+        `${bodyBytes.toLocaleString('en')} bytes`,
+        bodyBytes / 2e9,
+        '≥ 1×',
+        bodyBytes >= 2e9,
+      ),
+    );
   }
   notes.push(
     `1: time from request to the last byte, median of ${plan.largeRuns} run(s), against COPY of the exported columns as stored ` +
@@ -128,14 +139,23 @@ async function throughput(
  * Scenario 1 again with HTML and REWRITE_WORKERS=0, for comparison: what the rewrite workers buy
  * in time and cost in peak RSS, against the COPY time measured for scenario 1.
  */
-async function withoutWorkers(databaseUrl: string, large: Dataset, copyMs: number, peakWithWorkers: number): Promise<ScenarioResult> {
-  const server = await startServer({ databaseUrl, env: { EXPORT_CACHE_BYTES: '0', REWRITE_WORKERS: '0', REWRITE_PLANS: 'false' } });
+async function withoutWorkers(
+  databaseUrl: string,
+  large: Dataset,
+  copyMs: number,
+  peakWithWorkers: number,
+): Promise<ScenarioResult> {
+  const server = await startServer({
+    databaseUrl,
+    env: { EXPORT_CACHE_BYTES: '0', REWRITE_WORKERS: '0', REWRITE_PLANS: 'false' },
+  });
   try {
     log(`1. export ${large.name} (HTML true), REWRITE_WORKERS=0`);
     await server.resetPeak();
     const e = await exportOnce(server.base, BENCH_KEY, large.slug, { html: true });
     const peak = await server.peakRss();
-    if (e.count !== large.exported) throw new Error(`export of ${large.name} returned ${e.count} documents, expected ${large.exported}`);
+    if (e.count !== large.exported)
+      throw new Error(`export of ${large.name} returned ${e.count} documents, expected ${large.exported}`);
     log(`   ${mb(e.bytes)} in ${fmt(e.totalMs / 1000, 2)} s, peak RSS ${mb(peak)}`);
     return {
       rows: [
@@ -158,7 +178,12 @@ async function withoutWorkers(databaseUrl: string, large: Dataset, copyMs: numbe
 }
 
 /** Scenario 3: time to the status line and headers, small vs large, alternating runs. */
-async function timeToFirstByte(server: ServerProcess, small: Dataset, large: Dataset, plan: Plan): Promise<ScenarioResult> {
+async function timeToFirstByte(
+  server: ServerProcess,
+  small: Dataset,
+  large: Dataset,
+  plan: Plan,
+): Promise<ScenarioResult> {
   const s: number[] = [];
   const l: number[] = [];
   const settle = () => new Promise((r) => setTimeout(r, 300));
@@ -174,8 +199,24 @@ async function timeToFirstByte(server: ServerProcess, small: Dataset, large: Dat
   log(`   median ${fmt(ms)} ms (${small.name}), ${fmt(ml)} ms (${large.name})`);
   return {
     rows: [
-      row('3. Time to first byte', `${large.name} vs ${small.name}, median of ${plan.ttfbRuns}`, `${small.name} ${fmt(ms)} ms`, `${large.name} ${fmt(ml)} ms`, ml / ms, '≤ 2×', ml / ms <= 2),
-      row('3. Time to first byte', `${large.name}, absolute`, '100 ms', `${fmt(ml)} ms`, ml / 100, '≤ 100 ms', ml <= 100),
+      row(
+        '3. Time to first byte',
+        `${large.name} vs ${small.name}, median of ${plan.ttfbRuns}`,
+        `${small.name} ${fmt(ms)} ms`,
+        `${large.name} ${fmt(ml)} ms`,
+        ml / ms,
+        '≤ 2×',
+        ml / ms <= 2,
+      ),
+      row(
+        '3. Time to first byte',
+        `${large.name}, absolute`,
+        '100 ms',
+        `${fmt(ml)} ms`,
+        ml / 100,
+        '≤ 100 ms',
+        ml <= 100,
+      ),
     ],
     notes: [
       '3: request sent to status line and headers received, on a warm keep-alive connection, with the server otherwise idle; ' +
@@ -201,9 +242,13 @@ async function memory(
   try {
     idle = await server.rss();
     const t0 = Date.now();
-    const runs = await Promise.all(Array.from({ length: 8 }, () => exportOnce(server.base, BENCH_KEY, medium.slug, { html: true })));
+    const runs = await Promise.all(
+      Array.from({ length: 8 }, () => exportOnce(server.base, BENCH_KEY, medium.slug, { html: true })),
+    );
     wallMs = Date.now() - t0;
-    for (const r of runs) if (r.count !== medium.exported) throw new Error(`${medium.name}: ${r.count} documents, expected ${medium.exported}`);
+    for (const r of runs)
+      if (r.count !== medium.exported)
+        throw new Error(`${medium.name}: ${r.count} documents, expected ${medium.exported}`);
     peak8 = await server.peakRss();
     const total = runs.reduce((a, r) => a + r.bytes, 0);
     log(`   ${mb(total)} in ${fmt(wallMs / 1000, 2)} s, peak RSS ${mb(peak8)}`);
@@ -212,7 +257,15 @@ async function memory(
   }
   return {
     rows: [
-      row('2. Flat memory', `peak RSS exporting ${large.name} (the higher of the exports with and without HTML)`, '150 MB', mb(peakLarge), peakLarge / 150e6, '≤ 150 MB', peakLarge <= 150e6),
+      row(
+        '2. Flat memory',
+        `peak RSS exporting ${large.name} (the higher of the exports with and without HTML)`,
+        '150 MB',
+        mb(peakLarge),
+        peakLarge / 150e6,
+        '≤ 150 MB',
+        peakLarge <= 150e6,
+      ),
       row(
         '2. Flat memory',
         `peak RSS, ${large.name} vs ${small.name}`,
@@ -222,7 +275,15 @@ async function memory(
         '≤ small + 30 MB',
         peakLarge - peakSmall <= 30e6,
       ),
-      row('2. Flat memory', `peak RSS, 8 concurrent exports of ${medium.name} (${fmt(wallMs / 1000, 1)} s)`, `idle ${mb(idle)}`, mb(peak8), peak8 / idle, '≤ 300 MB', peak8 <= 300e6),
+      row(
+        '2. Flat memory',
+        `peak RSS, 8 concurrent exports of ${medium.name} (${fmt(wallMs / 1000, 1)} s)`,
+        `idle ${mb(idle)}`,
+        mb(peak8),
+        peak8 / idle,
+        '≤ 300 MB',
+        peak8 <= 300e6,
+      ),
     ],
     notes: [
       '2: VmHWM of the server process from /proc/<pid>/status, reset through /proc/<pid>/clear_refs before each measurement ' +
@@ -242,7 +303,8 @@ async function underLoad(databaseUrl: string, small: Dataset, plan: Plan): Promi
     const ceiling = await fetch(`${server.benchBase}/bench/ceiling${exportPath}`, { headers });
     const a = Buffer.from(await real.arrayBuffer());
     const b = Buffer.from(await ceiling.arrayBuffer());
-    if (real.status !== 200 || ceiling.status !== 200 || !a.equals(b)) throw new Error('the in-memory ceiling does not serve the export bytes');
+    if (real.status !== 200 || ceiling.status !== 200 || !a.equals(b))
+      throw new Error('the in-memory ceiling does not serve the export bytes');
     const run = async (url: string, seconds: number) =>
       autocannon({ url, connections: 64, duration: seconds, headers });
     log(`4. autocannon warm-up`);
@@ -299,7 +361,10 @@ async function profile(databaseUrl: string, large: Dataset): Promise<Report['pro
       files.map((f) => path.join(dir, f)),
       15,
     );
-    const threads = files.length === 1 ? 'one thread' : `${files.length} threads (the event loop and ${files.length - 1} rewrite worker(s)), summed`;
+    const threads =
+      files.length === 1
+        ? 'one thread'
+        : `${files.length} threads (the event loop and ${files.length - 1} rewrite worker(s)), summed`;
     return {
       top,
       totalMs,
@@ -323,8 +388,20 @@ async function main(): Promise<void> {
     .parse();
   const opts = program.opts<{ quick: boolean; write: boolean }>();
   const plan: Plan = opts.quick
-    ? { quick: true, sizes: { small: SIZES.small, medium: 1_000, large: 5_000 }, largeRuns: 2, ttfbRuns: 5, autocannonSeconds: 5 }
-    : { quick: false, sizes: { small: SIZES.small, medium: SIZES.medium, large: SIZES.large }, largeRuns: 1, ttfbRuns: 7, autocannonSeconds: 20 };
+    ? {
+        quick: true,
+        sizes: { small: SIZES.small, medium: 1_000, large: 5_000 },
+        largeRuns: 2,
+        ttfbRuns: 5,
+        autocannonSeconds: 5,
+      }
+    : {
+        quick: false,
+        sizes: { small: SIZES.small, medium: SIZES.medium, large: SIZES.large },
+        largeRuns: 1,
+        ttfbRuns: 7,
+        autocannonSeconds: 20,
+      };
   const started = Date.now();
   const db = await openBenchDatabase();
   const rows: ResultRow[] = [];
@@ -334,7 +411,9 @@ async function main(): Promise<void> {
     notes.push(...r.notes);
   };
   try {
-    const [{ version }] = (await db.sql`SELECT current_setting('server_version') AS version`) as unknown as [{ version: string }];
+    const [{ version }] = (await db.sql`SELECT current_setting('server_version') AS version`) as unknown as [
+      { version: string },
+    ];
     // The quick run's sizes have names of their own, so quick and full runs on one DATABASE_URL
     // do not reload each other's data.
     const suffix = plan.quick ? '-quick' : '';
@@ -350,7 +429,8 @@ async function main(): Promise<void> {
     let smallBytes = 0;
     try {
       log(`2. peak RSS exporting ${small.name}`);
-      for (let i = 0; i < 5; i++) smallBytes = (await exportOnce(server.base, BENCH_KEY, small.slug, { html: true })).bytes;
+      for (let i = 0; i < 5; i++)
+        smallBytes = (await exportOnce(server.base, BENCH_KEY, small.slug, { html: true })).bytes;
       peakSmall = await server.peakRss();
       s1 = await throughput(server, db, large, plan);
       add(s1);
@@ -391,7 +471,9 @@ async function main(): Promise<void> {
       profile: prof,
     };
     for (const r of rows) {
-      process.stdout.write(`${r.met === null ? '    ' : r.met ? 'met ' : 'MISS'} ${r.scenario} | ${r.what} | ${r.baseline} | ${r.measured} | ${fmt(r.ratio, 2)}× (${r.target})\n`);
+      process.stdout.write(
+        `${r.met === null ? '    ' : r.met ? 'met ' : 'MISS'} ${r.scenario} | ${r.what} | ${r.baseline} | ${r.measured} | ${fmt(r.ratio, 2)}× (${r.target})\n`,
+      );
     }
     if (opts.write) {
       const file = path.join(BENCH_SRC, plan.quick ? 'RESULTS.quick.md' : 'RESULTS.md');

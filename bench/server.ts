@@ -29,7 +29,9 @@ createServer((req, res) => {
     void (async () => {
       let hit = kept.get(target);
       if (hit === undefined) {
-        const r = await fetch(`${exportBase}${target}`, { headers: { authorization: req.headers.authorization ?? '' } });
+        const r = await fetch(`${exportBase}${target}`, {
+          headers: { authorization: req.headers.authorization ?? '' },
+        });
         hit = { status: r.status, type: r.headers.get('content-type') ?? '', body: Buffer.from(await r.arrayBuffer()) };
         kept.set(target, hit);
       }

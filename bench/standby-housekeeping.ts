@@ -82,7 +82,8 @@ async function startPair(opts: Options, teardowns: Teardowns): Promise<{ pair: R
 }
 
 const lsn = async (sql: Sql) => (await sql<{ l: string }[]>`SELECT pg_current_wal_insert_lsn()::text AS l`)[0]!.l;
-const nextXid = async (sql: Sql) => Number((await sql<{ x: string }[]>`SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS x`)[0]!.x);
+const nextXid = async (sql: Sql) =>
+  Number((await sql<{ x: string }[]>`SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS x`)[0]!.x);
 
 /** A cleanup record: its position, relation, type and snapshotConflictHorizon. */
 interface CleanupRecord {
@@ -119,7 +120,9 @@ function counted(records: { rel: string; type: string }[]): RecordCount[] {
     c.n++;
     counts.set(key, c);
   }
-  return [...counts.values()].sort((a, b) => (a.rel === b.rel ? a.type.localeCompare(b.type) : a.rel.localeCompare(b.rel)));
+  return [...counts.values()].sort((a, b) =>
+    a.rel === b.rel ? a.type.localeCompare(b.type) : a.rel.localeCompare(b.rel),
+  );
 }
 
 /** Records between `from` and `to` whose snapshotConflictHorizon is at least `xmin`, by relation and type. */
@@ -163,7 +166,10 @@ export interface AgedRecord {
  * `removalsPerHour` (users' deletions, the writes it prunes 30 days later), with the age of the
  * write each one cleans up: a record can only cancel an export that began before that write.
  */
-export async function simulatedPruning(opts: Options, removalsPerHour = 60): Promise<{ records: AgedRecord[]; writes: RecordCount[]; calls: number }> {
+export async function simulatedPruning(
+  opts: Options,
+  removalsPerHour = 60,
+): Promise<{ records: AgedRecord[]; writes: RecordCount[]; calls: number }> {
   const teardowns: Teardowns = [];
   try {
     const { pair, primary } = await startPair(opts, teardowns);
@@ -172,7 +178,11 @@ export async function simulatedPruning(opts: Options, removalsPerHour = 60): Pro
       CREATE FUNCTION kbx_sim.now() RETURNS timestamptz LANGUAGE sql STABLE AS $$ SELECT current_setting('kbx_sim.now')::timestamptz $$;
       CREATE FUNCTION kbx_sim.clock_timestamp() RETURNS timestamptz LANGUAGE sql STABLE AS $$ SELECT current_setting('kbx_sim.now')::timestamptz $$;`);
     // One connection, whose now() and clock_timestamp() are the simulated clock's.
-    const sim = postgres(pair.primary.url, { max: 1, onnotice: () => {}, connection: { search_path: 'kbx_sim, public, pg_catalog' } });
+    const sim = postgres(pair.primary.url, {
+      max: 1,
+      onnotice: () => {},
+      connection: { search_path: 'kbx_sim, public, pg_catalog' },
+    });
     teardowns.push(() => sim.end({ timeout: 1 }));
     const stepMs = opts.everyMin * 60_000;
     const end = Date.now();
@@ -212,7 +222,11 @@ export async function simulatedPruning(opts: Options, removalsPerHour = 60): Pro
     const writes = await firstRecords(primary, from, to, xmin);
     const records = (await cleanupRecords(primary, from, to, xmin)).map((r) => {
       const write = writes.get(r.horizon);
-      return { rel: r.rel, type: r.type, ageMin: write === undefined ? null : (when(lsnValue(r.lsn)) - when(write)) / 60_000 };
+      return {
+        rel: r.rel,
+        type: r.type,
+        ageMin: write === undefined ? null : (when(lsnValue(r.lsn)) - when(write)) / 60_000,
+      };
     });
     return { records, writes: await heapWrites(primary, from, to), calls: calls.length };
   } finally {
@@ -237,7 +251,12 @@ export interface ExportRun {
 }
 
 /** Part 2: one cold export from the standby at `rate` bytes/s while the service's housekeeping runs. */
-export async function exportWithHousekeeping(opts: Options, documents = 3000, paragraphs = 1, rate = 300 * 1024): Promise<ExportRun> {
+export async function exportWithHousekeeping(
+  opts: Options,
+  documents = 3000,
+  paragraphs = 1,
+  rate = 300 * 1024,
+): Promise<ExportRun> {
   const teardowns: Teardowns = [];
   const t = { teardown: (fn: () => unknown) => void teardowns.push(fn) };
   try {
@@ -250,7 +269,11 @@ export async function exportWithHousekeeping(opts: Options, documents = 3000, pa
     // Steady state: horizon samples older than the retention, so each pruning finds one to use.
     await primary`INSERT INTO change_horizons (taken_at, snapshot_xmin)
       SELECT now() - interval '3 days' - i * interval '5 minutes', pg_snapshot_xmin(pg_current_snapshot()) FROM generate_series(0, 20) i`;
-    const pruning = startChangePruning(primary, { retentionDays: 1, everyMs: 100, onError: (e) => opts.log(`pruning failed: ${String(e)}`) });
+    const pruning = startChangePruning(primary, {
+      retentionDays: 1,
+      everyMs: 100,
+      onError: (e) => opts.log(`pruning failed: ${String(e)}`),
+    });
     await sleep(1000);
     await primary`VACUUM ANALYZE`;
     await pair.waitForReplay(60_000);
@@ -265,9 +288,11 @@ export async function exportWithHousekeeping(opts: Options, documents = 3000, pa
     const server = await startServer(t, env, { name: 'postgres', url: pair.primary.url, sql: primary });
     const conflicts = async () =>
       Number(
-        (await standby<{ n: string }[]>`
+        (
+          await standby<{ n: string }[]>`
           SELECT (confl_tablespace + confl_lock + confl_snapshot + confl_bufferpin + confl_deadlock)::text AS n
-          FROM pg_stat_database_conflicts WHERE datname = current_database()`)[0]!.n,
+          FROM pg_stat_database_conflicts WHERE datname = current_database()`
+        )[0]!.n,
       );
     const conflictsBefore = await conflicts();
     const from = await lsn(primary);
@@ -276,7 +301,11 @@ export async function exportWithHousekeeping(opts: Options, documents = 3000, pa
     let keyUses = 0;
     const keys = (async () => {
       for (let i = 0; !stop; i++) {
-        if ((await rawGet(`${server.url}/api/v1/open/books/other${i % 4}/docs?includeContentHtml=false`, auth)).status === 200) keyUses++;
+        if (
+          (await rawGet(`${server.url}/api/v1/open/books/other${i % 4}/docs?includeContentHtml=false`, auth)).status ===
+          200
+        )
+          keyUses++;
         await sleep(100);
       }
     })();
@@ -286,7 +315,9 @@ export async function exportWithHousekeeping(opts: Options, documents = 3000, pa
         await sleep(2000);
       }
     })();
-    opts.log(`2. a cold export of ${documents} documents from the standby at ${Math.round(rate / 1024)} KB/s, housekeeping beside it`);
+    opts.log(
+      `2. a cold export of ${documents} documents from the standby at ${Math.round(rate / 1024)} KB/s, housekeeping beside it`,
+    );
     const began = Date.now();
     const reader = slowReader(`${server.url}/api/v1/open/books/big/docs`, auth, rate, { keepRate: true });
     let xmin = 0;
@@ -340,11 +371,17 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const only = arg('part');
   if (only !== '2') {
     const p = await simulatedPruning(opts);
-    process.stdout.write(`1. pruning every ${opts.everyMin} min, ${opts.hours} simulated hours (${p.calls} calls), schema ${opts.schema ?? 'all'}\n`);
+    process.stdout.write(
+      `1. pruning every ${opts.everyMin} min, ${opts.hours} simulated hours (${p.calls} calls), schema ${opts.schema ?? 'all'}\n`,
+    );
     process.stdout.write(`   heap writes: ${p.writes.map((w) => `${w.rel} ${w.type} ${w.n}`).join(', ') || 'none'}\n`);
     const ages = new Map<string, number[]>();
-    for (const r of p.records) ages.set(`${r.rel} ${r.type}`, [...(ages.get(`${r.rel} ${r.type}`) ?? []), r.ageMin ?? -1]);
-    for (const [what, list] of ages) process.stdout.write(`   ${what}: ${list.length}, ages of their writes (min): ${list.sort((a, b) => a - b).join(' ')}\n`);
+    for (const r of p.records)
+      ages.set(`${r.rel} ${r.type}`, [...(ages.get(`${r.rel} ${r.type}`) ?? []), r.ageMin ?? -1]);
+    for (const [what, list] of ages)
+      process.stdout.write(
+        `   ${what}: ${list.length}, ages of their writes (min): ${list.sort((a, b) => a - b).join(' ')}\n`,
+      );
     const young = p.records.filter((r) => r.ageMin !== null && r.ageMin < 60).length;
     process.stdout.write(
       `   ${p.records.length} conflict-capable records, ${(p.records.length / opts.hours).toFixed(2)} an hour; ` +
@@ -359,6 +396,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
         `(max_standby_streaming_delay ${opts.delayMs} ms, schema ${opts.schema ?? 'all'})\n`,
     );
     process.stdout.write(`   heap writes: ${r.writes.map((w) => `${w.rel} ${w.type} ${w.n}`).join(', ') || 'none'}\n`);
-    process.stdout.write(`   records that can cancel it: ${r.conflicting.map((c) => `${c.rel} ${c.type} ${c.n}`).join(', ') || 'none'}\n`);
+    process.stdout.write(
+      `   records that can cancel it: ${r.conflicting.map((c) => `${c.rel} ${c.type} ${c.n}`).join(', ') || 'none'}\n`,
+    );
   }
 }

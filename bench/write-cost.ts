@@ -47,7 +47,13 @@ async function createVariant(admin: Sql, base: string, v: Variant, documents: nu
     await migrate(sql, dir);
     await rm(dir, { recursive: true, force: true });
     if (v.extraSql) await sql.unsafe(v.extraSql);
-    await loadGenerated(sql, { documents, bookId: BOOK, bookSlug: 'write-cost', userId: 'u-write-cost', apiKey: 'kbx_write_cost' });
+    await loadGenerated(sql, {
+      documents,
+      bookId: BOOK,
+      bookSlug: 'write-cost',
+      userId: 'u-write-cost',
+      apiKey: 'kbx_write_cost',
+    });
   } finally {
     await sql.end({ timeout: 5 });
   }
@@ -64,7 +70,9 @@ function plan(workload: Workload, updates: number, docIds: string[], seed: numbe
   const kinds: Plan['kinds'] = [];
   const ids: string[] = [];
   for (let i = 0; i < updates; i++) {
-    kinds.push(workload === 'status' ? 'status' : workload === 'rename' || (workload === 'mix' && i % 5 === 0) ? 'name' : 'yjs');
+    kinds.push(
+      workload === 'status' ? 'status' : workload === 'rename' || (workload === 'mix' && i % 5 === 0) ? 'name' : 'yjs',
+    );
     ids.push(docIds[Math.floor(r() * docIds.length)]!);
   }
   return { kinds, ids };
@@ -81,7 +89,11 @@ function editorState(i: number): Buffer {
 class Writer {
   private readonly sql: Sql;
 
-  constructor(url: string, private readonly connections: number, syncCommit: string) {
+  constructor(
+    url: string,
+    private readonly connections: number,
+    syncCommit: string,
+  ) {
     this.sql = postgres(url, {
       max: connections,
       onnotice: () => {},
@@ -93,10 +105,18 @@ class Writer {
   async run(p: Plan, from: number, to: number): Promise<number> {
     const one = (i: number) =>
       p.kinds[i] === 'yjs'
-        ? this.sql.unsafe('UPDATE documents SET content_yjs = $1 WHERE id = $2', [editorState(i), p.ids[i]!], { prepare: true })
+        ? this.sql.unsafe('UPDATE documents SET content_yjs = $1 WHERE id = $2', [editorState(i), p.ids[i]!], {
+            prepare: true,
+          })
         : p.kinds[i] === 'name'
-          ? this.sql.unsafe('UPDATE documents SET name = $1 WHERE id = $2', [`Renamed ${i}`, p.ids[i]!], { prepare: true })
-          : this.sql.unsafe('UPDATE documents SET status = CASE WHEN status = 1 THEN 0 ELSE 1 END WHERE id = $1', [p.ids[i]!], { prepare: true });
+          ? this.sql.unsafe('UPDATE documents SET name = $1 WHERE id = $2', [`Renamed ${i}`, p.ids[i]!], {
+              prepare: true,
+            })
+          : this.sql.unsafe(
+              'UPDATE documents SET status = CASE WHEN status = 1 THEN 0 ELSE 1 END WHERE id = $1',
+              [p.ids[i]!],
+              { prepare: true },
+            );
     let next = from;
     const worker = async () => {
       for (let i = next++; i < to; i = next++) await one(i);
@@ -116,7 +136,12 @@ class Writer {
  * alternate between the variants (the machine is shared: a burst of other work hits them all
  * alike); returns ms per variant, the warm-up left out.
  */
-async function runCell(urls: Map<string, string>, connections: number, p: Plan, syncCommit: string): Promise<Map<string, number>> {
+async function runCell(
+  urls: Map<string, string>,
+  connections: number,
+  p: Plan,
+  syncCommit: string,
+): Promise<Map<string, number>> {
   const writers = new Map(VARIANTS.map((v) => [v.name, new Writer(urls.get(v.name)!, connections, syncCommit)]));
   const ms = new Map(VARIANTS.map((v) => [v.name, 0]));
   try {
@@ -127,7 +152,10 @@ async function runCell(urls: Map<string, string>, connections: number, p: Plan, 
       const to = Math.min(p.kinds.length, from + SLICE);
       for (let i = 0; i < VARIANTS.length; i++) {
         const v = VARIANTS[(i + slice) % VARIANTS.length]!;
-        ms.set(v.name, ms.get(v.name)! + ((await writers.get(v.name)!.run(p, from, to)) * p.kinds.length) / (p.kinds.length - warm));
+        ms.set(
+          v.name,
+          ms.get(v.name)! + ((await writers.get(v.name)!.run(p, from, to)) * p.kinds.length) / (p.kinds.length - warm),
+        );
       }
     }
   } finally {
@@ -147,7 +175,10 @@ async function once<T>(url: string, fn: (sql: Sql) => Promise<T>): Promise<T> {
 }
 
 const version = (url: string) =>
-  once(url, async (sql) => (await sql<{ v: string }[]>`SELECT export_version::text AS v FROM books WHERE id = ${BOOK}`)[0]!.v);
+  once(
+    url,
+    async (sql) => (await sql<{ v: string }[]>`SELECT export_version::text AS v FROM books WHERE id = ${BOOK}`)[0]!.v,
+  );
 const vacuum = (url: string) => once(url, (sql) => sql`VACUUM documents, books`);
 /** Removals recorded so far, and the newest changed_xid (sql/0006). */
 const tracking = (url: string) =>
@@ -164,7 +195,10 @@ const COPY_COLUMNS = `book_id, slug, name, type, parent_id, order_key, status, d
 const bulkInsertDelete = (url: string) =>
   once(url, async (sql) => {
     let started = performance.now();
-    await sql.unsafe(`INSERT INTO documents (id, ${COPY_COLUMNS}) SELECT id || '-copy', ${COPY_COLUMNS} FROM documents WHERE book_id = $1`, [BOOK]);
+    await sql.unsafe(
+      `INSERT INTO documents (id, ${COPY_COLUMNS}) SELECT id || '-copy', ${COPY_COLUMNS} FROM documents WHERE book_id = $1`,
+      [BOOK],
+    );
     const insert = performance.now() - started;
     started = performance.now();
     await sql`DELETE FROM documents WHERE book_id = ${BOOK} AND id LIKE '%-copy'`;
@@ -186,7 +220,9 @@ async function storage(sql: Sql): Promise<string> {
   await sql`REINDEX TABLE document_removals`;
   await sql`REINDEX INDEX documents_changes_idx`;
   await sql`VACUUM ANALYZE document_removals, documents`;
-  const [r] = await sql<{ n: number; heap: number; row: number; indexes: number; docs: number; idx: number; export_idx: number }[]>`
+  const [r] = await sql<
+    { n: number; heap: number; row: number; indexes: number; docs: number; idx: number; export_idx: number }[]
+  >`
     SELECT (SELECT count(*)::int FROM document_removals) AS n,
            pg_relation_size('document_removals')::int AS heap,
            (SELECT avg(pg_column_size(r.*))::int FROM document_removals r) AS row,
@@ -224,7 +260,9 @@ async function main(): Promise<void> {
     for (const v of VARIANTS) urls.set(v.name, await createVariant(admin, srv.url, v, documents));
     const probe = postgres(urls.get('none')!, { max: 1, onnotice: () => {} });
     const docIds = (await probe<{ id: string }[]>`SELECT id FROM documents ORDER BY id`).map((r) => r.id);
-    const [{ html }] = (await probe`SELECT avg(octet_length(content_html))::int AS html FROM documents`) as unknown as [{ html: number }];
+    const [{ html }] = (await probe`SELECT avg(octet_length(content_html))::int AS html FROM documents`) as unknown as [
+      { html: number },
+    ];
     await probe.end();
 
     const times = new Map<string, number[]>();
@@ -246,7 +284,8 @@ async function main(): Promise<void> {
           // 0006 leaves changed_xid to them too, and records removals only when documents leave.
           for (const [i, v] of versioned.entries()) {
             const changed = before[i] !== (await version(urls.get(v.name)!));
-            if (changed !== (w.name === 'autosave' ? v.autosaveBumps : true)) throw new Error(`${v.name}, ${w.name}: version changed: ${changed}`);
+            if (changed !== (w.name === 'autosave' ? v.autosaveBumps : true))
+              throw new Error(`${v.name}, ${w.name}: version changed: ${changed}`);
           }
           for (const [i, v] of tracked.entries()) {
             const now = await tracking(urls.get(v.name)!);
@@ -271,7 +310,9 @@ async function main(): Promise<void> {
     }
 
     const out: string[] = [];
-    out.push(`Machine: ${m.cpu}, ${m.cores} cores, ${m.memGiB} GiB; ${m.os}; Node.js ${m.node}; PostgreSQL ${pg} (${srv.where}).`);
+    out.push(
+      `Machine: ${m.cpu}, ${m.cores} cores, ${m.memGiB} GiB; ${m.os}; Node.js ${m.node}; PostgreSQL ${pg} (${srv.where}).`,
+    );
     out.push(
       `One book of ${documents.toLocaleString('en')} generated documents (src/generate/generator.ts, seed 42; contentHtml ${html.toLocaleString('en')} bytes on average), ` +
         `${updates.toLocaleString('en')} single-document UPDATEs per cell (autocommit, synchronous_commit=${syncCommit}, documents drawn at random), median of ${rounds} round(s), the variants taking turns every ${SLICE} updates; ` +
@@ -285,7 +326,10 @@ async function main(): Promise<void> {
     out.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
     const us = (ms: number, n: number) => (ms * 1000) / n;
     const line = (label: string, key: string, unit: (ms: number) => string) => {
-      const t = Object.fromEntries(VARIANTS.map((v) => [v.name, median(times.get(`${key}/${v.name}`)!)])) as Record<string, number>;
+      const t = Object.fromEntries(VARIANTS.map((v) => [v.name, median(times.get(`${key}/${v.name}`)!)])) as Record<
+        string,
+        number
+      >;
       const r = (a: number, b: number) => `${(a / b).toFixed(2)}×`;
       out.push(
         `| ${label} | ${unit(t.none!)} | ${unit(t['0002']!)} | ${unit(t['0003']!)} | ${unit(t['0003-stmt']!)} | ${unit(t['0006']!)} | ${unit(t['0007']!)} | ` +
@@ -294,7 +338,8 @@ async function main(): Promise<void> {
       );
     };
     for (const w of WORKLOADS) {
-      for (const c of [1, 8]) line(`${w.name} (${w.what}) | ${c}`, `${w.name}/${c}`, (ms) => `${us(ms, updates).toFixed(0)} µs`);
+      for (const c of [1, 8])
+        line(`${w.name} (${w.what}) | ${c}`, `${w.name}/${c}`, (ms) => `${us(ms, updates).toFixed(0)} µs`);
     }
     line(`one statement renaming all ${documents} documents | 1`, 'bulk-name', (ms) => `${ms.toFixed(0)} ms`);
     line(`one statement writing content_yjs of all ${documents} | 1`, 'bulk-yjs', (ms) => `${ms.toFixed(0)} ms`);

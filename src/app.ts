@@ -120,11 +120,20 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     app.addHook('onClose', () => replicas.close());
   }
   // An export ends only after the app is built, metrics included.
-  const exporter = new Exporter(config, { ...deps, replicas, redis: redis ?? null }, lookups, app.log, (outcome, bytes, ms, cause) =>
-    metrics.exportEnded(outcome, bytes, ms, cause),
+  const exporter = new Exporter(
+    config,
+    { ...deps, replicas, redis: redis ?? null },
+    lookups,
+    app.log,
+    (outcome, bytes, ms, cause) => metrics.exportEnded(outcome, bytes, ms, cause),
   );
   app.addHook('onClose', () => exporter.close());
-  const metrics = new Metrics({ exports: exporter, lookups, exportPoolSize: config.exportConcurrency, lookupPoolSize: config.poolSize });
+  const metrics = new Metrics({
+    exports: exporter,
+    lookups,
+    exportPoolSize: config.exportConcurrency,
+    lookupPoolSize: config.poolSize,
+  });
   if (replicas) registerReplicaMetrics(metrics.registry, replicas);
   app.decorate('metrics', metrics);
   // Outside the open API's context, so neither keyed nor rate limited (D10.1-D10.3).

@@ -4,7 +4,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { ConfigError } from './errors.js';
 
-
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -115,14 +114,17 @@ function postgresUrl(name: string, raw: string): string {
   if (!scheme) throw new ConfigError(name, 'must start with postgres:// or postgresql://');
   const authority = raw.slice(scheme[0].length).split(/[/?#]/)[0]!;
   const at = authority.lastIndexOf('@');
-  if (authority.indexOf('@') !== at) throw new ConfigError(name, 'an @ in the user name or password must be written %40');
+  if (authority.indexOf('@') !== at)
+    throw new ConfigError(name, 'an @ in the user name or password must be written %40');
   const hostList = authority.slice(at + 1);
   const hosts = hostList.split(',');
   if (hosts.length > 1) {
     for (const host of hosts) {
       const m = /^([A-Za-z0-9._-]+)(?::(\d{1,5}))?$/.exec(host);
       if (!m) {
-        const why = host.startsWith('[') ? 'IPv6 addresses cannot be listed (postgres.js splits hosts at ":")' : 'each must be host or host:port';
+        const why = host.startsWith('[')
+          ? 'IPv6 addresses cannot be listed (postgres.js splits hosts at ":")'
+          : 'each must be host or host:port';
         throw new ConfigError(name, `has a bad host "${host}" in its host list: ${why}`);
       }
       if (m[2] !== undefined && (Number(m[2]) < 1 || Number(m[2]) > 65535)) {
@@ -150,10 +152,12 @@ function replicaUrls(env: Env, databaseUrl: string | undefined): string[] {
   const name = 'DATABASE_REPLICA_URL';
   const raw = str(env, name);
   if (raw === undefined) return [];
-  if (databaseUrl === undefined) throw new ConfigError(name, 'needs DATABASE_URL: a standby replicates the primary kb-export connects to');
+  if (databaseUrl === undefined)
+    throw new ConfigError(name, 'needs DATABASE_URL: a standby replicates the primary kb-export connects to');
   const urls = raw.split(/,(?=\s*postgres(?:ql)?:\/\/)/).map((u) => u.trim());
   for (const u of urls) {
-    if (/,\s*[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(u)) throw new ConfigError(name, 'each URL of the list must start with postgres:// or postgresql://');
+    if (/,\s*[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(u))
+      throw new ConfigError(name, 'each URL of the list must start with postgres:// or postgresql://');
   }
   return urls.map((u) => postgresUrl(name, u));
 }
@@ -198,7 +202,10 @@ export function loadConfig(env: Env = process.env): Config {
   if (!/^[A-Za-z0-9.:\-[\]]+$/.test(host)) throw new ConfigError('HOST', `is not a host name or address: "${host}"`);
   const redisKeyPrefix = str(env, 'REDIS_KEY_PREFIX') ?? 'kb-export';
   if (!/^[A-Za-z0-9._:-]{1,64}$/.test(redisKeyPrefix)) {
-    throw new ConfigError('REDIS_KEY_PREFIX', `must be 1-64 letters, digits, '.', '_', ':' or '-', got "${redisKeyPrefix}"`);
+    throw new ConfigError(
+      'REDIS_KEY_PREFIX',
+      `must be 1-64 letters, digits, '.', '_', ':' or '-', got "${redisKeyPrefix}"`,
+    );
   }
   const databaseUrlRaw = str(env, 'DATABASE_URL');
   const databaseUrl = databaseUrlRaw === undefined ? undefined : postgresUrl('DATABASE_URL', databaseUrlRaw);

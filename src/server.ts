@@ -47,7 +47,12 @@ export async function serve(config: Config, opts: ServeOptions): Promise<void> {
     statementTimeoutMs: config.dbTimeoutMs,
     fetchTypes: false,
   });
-  const exportSql = connect(db.url, { max: config.exportConcurrency, applicationName: 'kb-export-export', connectTimeoutS, fetchTypes: false });
+  const exportSql = connect(db.url, {
+    max: config.exportConcurrency,
+    applicationName: 'kb-export-export',
+    connectTimeoutS,
+    fetchTypes: false,
+  });
   // One connection writes rewrite plans behind the exports, so it never takes a lookup's; a plan
   // lost in a crash is computed again, so its commits need not wait for the WAL flush.
   const planSql = connect(db.url, {

@@ -10,7 +10,6 @@ import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { call, type Headers, type Opts, type Res } from './helpers/http.js';
 import { doc, redisKeyPrefix, seed, simpleSeed, startServer, type TestServer } from './helpers/app.js';
 
-
 const exp = (slug: string, qs = '') => `/api/v1/open/books/${encodeURIComponent(slug)}/docs${qs}`;
 const bearer = (key: string) => `Bearer ${key}`;
 
@@ -60,7 +59,13 @@ const SEED = {
     { id: 'b-u1-unicode', ownerId: 'u1', slug: UNICODE_SLUG, name: 'Unicode', documents: [doc('d-u1-uni', 'a0')] },
     { id: 'b-u1-long', ownerId: 'u1', slug: LONG_SLUG, name: 'Long', documents: [doc('d-u1-long', 'a0')] },
     { id: 'b-u1-slash', ownerId: 'u1', slug: 'a/b', name: 'Slash', documents: [] },
-    { id: 'b-u2-kb', ownerId: 'u2', slug: 'kb', name: 'U2 KB', documents: [doc('d-u2-kb', 'a0'), doc('d-u2-kb2', 'a1')] },
+    {
+      id: 'b-u2-kb',
+      ownerId: 'u2',
+      slug: 'kb',
+      name: 'U2 KB',
+      documents: [doc('d-u2-kb', 'a0'), doc('d-u2-kb2', 'a1')],
+    },
     { id: 'b-u2-theirs', ownerId: 'u2', slug: 'theirs', name: 'U2 only', documents: [doc('d-u2-theirs', 'a0')] },
     { id: 'b-exp', ownerId: 'u-exp', slug: 'kb', name: 'E', documents: [] },
     { id: 'b-rev', ownerId: 'u-rev', slug: 'kb', name: 'R', documents: [] },
@@ -103,7 +108,15 @@ t.test('D5.2: Bearer with an empty token is 401 INVALID_API_KEY', async (t) => {
 });
 
 t.test('export-api.md 5 / D5.2: an unknown key is 401 INVALID_API_KEY', async (t) => {
-  for (const key of ['kbx_nope', 'KBX_U1', 'kbx_U1', 'kbx_u1x', 'kbx_u', 'kbx_u1 kbx_u1', createHash('sha256').update('kbx_u1').digest('hex')]) {
+  for (const key of [
+    'kbx_nope',
+    'KBX_U1',
+    'kbx_U1',
+    'kbx_u1x',
+    'kbx_u',
+    'kbx_u1 kbx_u1',
+    createHash('sha256').update('kbx_u1').digest('hex'),
+  ]) {
     isEnvelope(t, await call(srv.url, exp('kb'), { auth: bearer(key) }), 401, 'INVALID_API_KEY', key);
   }
 });
@@ -153,43 +166,56 @@ t.test('D5.5: an invalid or missing key asking for an unknown or foreign slug ge
 t.test('D5.1: the database stores only the SHA-256 hash of each key, never the key', async (t) => {
   const rows = await srv.db.sql`SELECT row_to_json(k)::text AS j, key_hash FROM api_keys k WHERE id = 'k-u1'`;
   t.equal(rows.length, 1);
-  t.same(Buffer.from(rows[0]!.key_hash), createHash('sha256').update('kbx_u1', 'utf8').digest(), 'key_hash is SHA-256 of the key');
+  t.same(
+    Buffer.from(rows[0]!.key_hash),
+    createHash('sha256').update('kbx_u1', 'utf8').digest(),
+    'key_hash is SHA-256 of the key',
+  );
   const all = await srv.db.sql`SELECT row_to_json(k)::text AS j FROM api_keys k`;
   for (const key of ['kbx_u1', 'kbx_u2', 'kbx_expired', 'kbx_revoked', 'kbx_u1_future']) {
     const b64 = Buffer.from(key).toString('base64');
     const hex = Buffer.from(key).toString('hex');
     for (const r of all) {
-      t.notOk(r.j.includes(key) || r.j.includes(b64) || r.j.includes(hex), `no column holds ${key} (plain, base64 or hex)`);
+      t.notOk(
+        r.j.includes(key) || r.j.includes(b64) || r.j.includes(hex),
+        `no column holds ${key} (plain, base64 or hex)`,
+      );
     }
   }
   const cols = await srv.db.sql`SELECT column_name FROM information_schema.columns WHERE table_name = 'api_keys'`;
-  t.notOk(cols.some((c) => /^(key|api_key|token|secret|plain_key)$/.test(c.column_name)), 'no plain-key column');
+  t.notOk(
+    cols.some((c) => /^(key|api_key|token|secret|plain_key)$/.test(c.column_name)),
+    'no plain-key column',
+  );
 });
 
 // ---------------------------------------------------------------- ownership (4.1 rules 6, 8, 9; 7 rules 1, 2)
 
-t.test('export-api.md 4.1 rule 6 / 4.1 rule 9 / 7 rule 1 / 7 rule 2: another user\'s book is 404 BOOK_NOT_FOUND, not 403, indistinguishable from an unknown slug', async (t) => {
-  const foreign = await call(srv.url, exp('theirs'));
-  isEnvelope(t, foreign, 404, 'BOOK_NOT_FOUND', 'foreign');
-  t.equal(foreign.json.message, 'Knowledge base not found');
-  const unknown = await call(srv.url, exp('never-existed'));
-  isEnvelope(t, unknown, 404, 'BOOK_NOT_FOUND', 'unknown');
-  t.equal(unknown.json.message, 'Knowledge base not found');
-  t.equal(foreign.text, unknown.text, 'same body');
-  const strip = (h: Headers) => {
-    // The request id differs by design (decisions.md D10.5), as do the date and the limit's counters.
-    const { date: _d, 'x-ratelimit-remaining': _r, 'x-ratelimit-reset': _s, 'x-request-id': _i, ...rest } = h;
-    return rest;
-  };
-  t.same(strip(foreign.headers), strip(unknown.headers), 'same headers');
-  // And the other way round: u2 owns 'theirs', u1's 'second' is foreign to u2.
-  const other = await call(srv.url, exp('second'), { auth: bearer('kbx_u2') });
-  isEnvelope(t, other, 404, 'BOOK_NOT_FOUND', 'u2 asks u1 book');
-  t.equal(other.json.message, 'Knowledge base not found');
-  t.equal((await call(srv.url, exp('theirs'), { auth: bearer('kbx_u2') })).status, 200, 'the owner gets it');
-});
+t.test(
+  "export-api.md 4.1 rule 6 / 4.1 rule 9 / 7 rule 1 / 7 rule 2: another user's book is 404 BOOK_NOT_FOUND, not 403, indistinguishable from an unknown slug",
+  async (t) => {
+    const foreign = await call(srv.url, exp('theirs'));
+    isEnvelope(t, foreign, 404, 'BOOK_NOT_FOUND', 'foreign');
+    t.equal(foreign.json.message, 'Knowledge base not found');
+    const unknown = await call(srv.url, exp('never-existed'));
+    isEnvelope(t, unknown, 404, 'BOOK_NOT_FOUND', 'unknown');
+    t.equal(unknown.json.message, 'Knowledge base not found');
+    t.equal(foreign.text, unknown.text, 'same body');
+    const strip = (h: Headers) => {
+      // The request id differs by design (decisions.md D10.5), as do the date and the limit's counters.
+      const { date: _d, 'x-ratelimit-remaining': _r, 'x-ratelimit-reset': _s, 'x-request-id': _i, ...rest } = h;
+      return rest;
+    };
+    t.same(strip(foreign.headers), strip(unknown.headers), 'same headers');
+    // And the other way round: u2 owns 'theirs', u1's 'second' is foreign to u2.
+    const other = await call(srv.url, exp('second'), { auth: bearer('kbx_u2') });
+    isEnvelope(t, other, 404, 'BOOK_NOT_FOUND', 'u2 asks u1 book');
+    t.equal(other.json.message, 'Knowledge base not found');
+    t.equal((await call(srv.url, exp('theirs'), { auth: bearer('kbx_u2') })).status, 200, 'the owner gets it');
+  },
+);
 
-t.test('export-api.md 4.1 rule 8: any slug owned by the key\'s user works with the same key', async (t) => {
+t.test("export-api.md 4.1 rule 8: any slug owned by the key's user works with the same key", async (t) => {
   for (const [slug, id] of [
     ['kb', 'b-u1-kb'],
     ['second', 'b-u1-second'],
@@ -208,9 +234,15 @@ t.test('D7.1: the same slug owned by two users gives each owner their own book',
   const a = await call(srv.url, exp('kb'), { auth: bearer('kbx_u1') });
   const b = await call(srv.url, exp('kb'), { auth: bearer('kbx_u2') });
   t.equal(a.json.book.id, 'b-u1-kb');
-  t.same(a.json.documents.map((d: { id: string }) => d.id), ['d-u1-kb']);
+  t.same(
+    a.json.documents.map((d: { id: string }) => d.id),
+    ['d-u1-kb'],
+  );
   t.equal(b.json.book.id, 'b-u2-kb');
-  t.same(b.json.documents.map((d: { id: string }) => d.id), ['d-u2-kb', 'd-u2-kb2']);
+  t.same(
+    b.json.documents.map((d: { id: string }) => d.id),
+    ['d-u2-kb', 'd-u2-kb2'],
+  );
 });
 
 // ---------------------------------------------------------------- slugs
@@ -238,63 +270,82 @@ t.test('export-api.md 4.1: a Unicode slug works, percent-encoded as UTF-8', asyn
   const r = await call(srv.url, exp(UNICODE_SLUG));
   t.equal(r.status, 200);
   t.equal(r.json.book.slug, UNICODE_SLUG);
-  t.same(r.json.documents.map((d: { id: string }) => d.id), ['d-u1-uni']);
+  t.same(
+    r.json.documents.map((d: { id: string }) => d.id),
+    ['d-u1-uni'],
+  );
   // Unicode normalisation is not applied: NFD form of "ü" is another slug.
   isEnvelope(t, await call(srv.url, exp(UNICODE_SLUG.normalize('NFD'))), 404, 'BOOK_NOT_FOUND', 'NFD');
 });
 
 // ---------------------------------------------------------------- headers, HEAD
 
-t.test('D6.5: a successful export has Content-Type application/json; charset=utf-8, Cache-Control no-store, and a chunked body', async (t) => {
-  const r = await call(srv.url, exp('kb'));
-  t.equal(r.status, 200);
-  t.equal(r.headers['content-type'], 'application/json; charset=utf-8');
-  t.equal(r.headers['cache-control'], 'no-store');
-  t.equal(r.headers['transfer-encoding'], 'chunked');
-  t.equal(r.headers['content-length'], undefined, 'no Content-Length: the body is streamed');
-  t.equal(r.json.success, true);
-});
+t.test(
+  'D6.5: a successful export has Content-Type application/json; charset=utf-8, Cache-Control no-store, and a chunked body',
+  async (t) => {
+    const r = await call(srv.url, exp('kb'));
+    t.equal(r.status, 200);
+    t.equal(r.headers['content-type'], 'application/json; charset=utf-8');
+    t.equal(r.headers['cache-control'], 'no-store');
+    t.equal(r.headers['transfer-encoding'], 'chunked');
+    t.equal(r.headers['content-length'], undefined, 'no Content-Length: the body is streamed');
+    t.equal(r.json.success, true);
+  },
+);
 
-t.test('D6.5 / D7.3: HEAD on the export path is 200 with the export\'s headers and no body', async (t) => {
+t.test("D6.5 / D7.3: HEAD on the export path is 200 with the export's headers and no body", async (t) => {
   const r = await call(srv.url, exp('kb'), { method: 'HEAD' });
   t.equal(r.status, 200);
   t.equal(r.text, '');
   t.equal(r.headers['content-type'], 'application/json; charset=utf-8');
   t.equal(r.headers['cache-control'], 'no-store');
   t.not(r.headers['content-length'], '0', 'no false Content-Length: 0 (GET has a body)');
-  const q = await call(srv.url, exp('kb', '?excludeCategories=false&includeContentHtml=0&unknown=1'), { method: 'HEAD' });
+  const q = await call(srv.url, exp('kb', '?excludeCategories=false&includeContentHtml=0&unknown=1'), {
+    method: 'HEAD',
+  });
   t.equal(q.status, 200, 'valid and unknown query parameters accepted');
 });
 
-t.test('export-api.md 5 / 7 / D5.5: HEAD answers what GET would: 401 without a key, 404 for a foreign or unknown slug, 400 for a bad parameter', async (t) => {
-  isHeadError(t, await call(srv.url, exp('kb'), { method: 'HEAD', auth: null }), 401, 'no key');
-  isHeadError(t, await call(srv.url, exp('kb'), { method: 'HEAD', auth: bearer('kbx_nope') }), 401, 'bad key');
-  isHeadError(t, await call(srv.url, exp('nope'), { method: 'HEAD', auth: bearer('kbx_nope') }), 401, 'bad key, unknown slug');
-  isHeadError(t, await call(srv.url, exp('theirs'), { method: 'HEAD' }), 404, 'foreign');
-  isHeadError(t, await call(srv.url, exp('nope'), { method: 'HEAD' }), 404, 'unknown');
-  isHeadError(t, await call(srv.url, exp('kb', '?excludeCategories=yes'), { method: 'HEAD' }), 400, 'bad parameter');
-});
-
-t.test('D7.3 (HEAD must not run a whole export): HEAD answers while the documents table is locked; GET cannot', async (t) => {
-  const s = await startServer(t);
-  await seed(s.db.sql, simpleSeed([doc('a', 'a0'), doc('b', 'a1')]));
-  const lock = await s.db.sql.reserve();
-  try {
-    await lock`BEGIN`;
-    await lock`LOCK TABLE documents IN ACCESS EXCLUSIVE MODE`;
-    const head = await call(s.url, exp('kb'), { method: 'HEAD', signal: AbortSignal.timeout(3000) });
-    t.equal(head.status, 200, 'HEAD does not read documents');
-    t.equal(head.headers['cache-control'], 'no-store');
-    await t.rejects(
-      call(s.url, exp('kb'), { signal: AbortSignal.timeout(500) }),
-      'GET, which runs the export, waits for the lock (so the lock is effective)',
+t.test(
+  'export-api.md 5 / 7 / D5.5: HEAD answers what GET would: 401 without a key, 404 for a foreign or unknown slug, 400 for a bad parameter',
+  async (t) => {
+    isHeadError(t, await call(srv.url, exp('kb'), { method: 'HEAD', auth: null }), 401, 'no key');
+    isHeadError(t, await call(srv.url, exp('kb'), { method: 'HEAD', auth: bearer('kbx_nope') }), 401, 'bad key');
+    isHeadError(
+      t,
+      await call(srv.url, exp('nope'), { method: 'HEAD', auth: bearer('kbx_nope') }),
+      401,
+      'bad key, unknown slug',
     );
-  } finally {
-    await lock`ROLLBACK`;
-    lock.release();
-  }
-  t.equal((await call(s.url, exp('kb'))).status, 200, 'GET works once the lock is gone');
-});
+    isHeadError(t, await call(srv.url, exp('theirs'), { method: 'HEAD' }), 404, 'foreign');
+    isHeadError(t, await call(srv.url, exp('nope'), { method: 'HEAD' }), 404, 'unknown');
+    isHeadError(t, await call(srv.url, exp('kb', '?excludeCategories=yes'), { method: 'HEAD' }), 400, 'bad parameter');
+  },
+);
+
+t.test(
+  'D7.3 (HEAD must not run a whole export): HEAD answers while the documents table is locked; GET cannot',
+  async (t) => {
+    const s = await startServer(t);
+    await seed(s.db.sql, simpleSeed([doc('a', 'a0'), doc('b', 'a1')]));
+    const lock = await s.db.sql.reserve();
+    try {
+      await lock`BEGIN`;
+      await lock`LOCK TABLE documents IN ACCESS EXCLUSIVE MODE`;
+      const head = await call(s.url, exp('kb'), { method: 'HEAD', signal: AbortSignal.timeout(3000) });
+      t.equal(head.status, 200, 'HEAD does not read documents');
+      t.equal(head.headers['cache-control'], 'no-store');
+      await t.rejects(
+        call(s.url, exp('kb'), { signal: AbortSignal.timeout(500) }),
+        'GET, which runs the export, waits for the lock (so the lock is effective)',
+      );
+    } finally {
+      await lock`ROLLBACK`;
+      lock.release();
+    }
+    t.equal((await call(s.url, exp('kb'))).status, 200, 'GET works once the lock is gone');
+  },
+);
 
 // ---------------------------------------------------------------- errors (section 7, D7.3, Fastify)
 
@@ -310,69 +361,117 @@ t.test('D7.3: unknown routes get 404 NOT_FOUND in the section 7 envelope', async
   ]) {
     isEnvelope(t, await call(srv.url, path), 404, 'NOT_FOUND', path);
     isEnvelope(t, await call(srv.url, path, { auth: null }), 404, 'NOT_FOUND', `${path} without key`);
-    isEnvelope(t, await call(srv.url, path, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } }), 404, 'NOT_FOUND', `POST ${path}`);
+    isEnvelope(
+      t,
+      await call(srv.url, path, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } }),
+      404,
+      'NOT_FOUND',
+      `POST ${path}`,
+    );
   }
   isHeadError(t, await call(srv.url, '/nope', { method: 'HEAD' }), 404, 'HEAD /nope');
 });
 
 t.test('export-api.md 9 / D7.3: the version is part of the path; other versions are unknown routes', async (t) => {
-  for (const path of ['/api/v2/open/books/kb/docs', '/api/v1/books/kb/docs', '/api/V1/open/books/kb/docs', '/v1/open/books/kb/docs']) {
+  for (const path of [
+    '/api/v2/open/books/kb/docs',
+    '/api/v1/books/kb/docs',
+    '/api/V1/open/books/kb/docs',
+    '/v1/open/books/kb/docs',
+  ]) {
     isEnvelope(t, await call(srv.url, path), 404, 'NOT_FOUND', path);
   }
 });
 
-t.test('D7.3: POST, PUT, DELETE, PATCH, OPTIONS on the export path are 405 METHOD_NOT_ALLOWED with an Allow header', async (t) => {
-  for (const method of ['POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']) {
-    const r = await call(srv.url, exp('kb'), { method });
-    isEnvelope(t, r, 405, 'METHOD_NOT_ALLOWED', method);
-    const allow = String(r.headers.allow ?? '').split(/\s*,\s*/).sort();
-    t.same(allow, ['GET', 'HEAD'], `${method}: Allow lists GET and HEAD`);
-    isEnvelope(t, await call(srv.url, exp('kb'), { method, auth: null }), 405, 'METHOD_NOT_ALLOWED', `${method} without key`);
-    isEnvelope(t, await call(srv.url, exp('no-such-book'), { method }), 405, 'METHOD_NOT_ALLOWED', `${method} unknown slug`);
-  }
-});
-
-t.test('D7.3: 405 and 404 do not depend on the request body (JSON, malformed JSON, unknown type, too large)', async (t) => {
-  const bodies: [string, Record<string, string>, string][] = [
-    ['valid JSON', { 'content-type': 'application/json' }, '{"a":1}'],
-    ['malformed JSON', { 'content-type': 'application/json' }, '{bad'],
-    ['unsupported type', { 'content-type': 'application/xml' }, '<a/>'],
-    ['too large', { 'content-type': 'application/json' }, '"' + 'x'.repeat(1_100_000) + '"'],
-  ];
-  for (const [what, headers, body] of bodies) {
-    for (const method of ['POST', 'PUT', 'PATCH']) {
-      const r = await call(srv.url, exp('kb'), { method, headers, body });
-      isEnvelope(t, r, 405, 'METHOD_NOT_ALLOWED', `${method} export path, ${what}`);
-      t.equal(r.headers.allow, 'GET, HEAD', `${method} ${what}: Allow`);
-      isEnvelope(t, await call(srv.url, '/nope', { method, headers, body }), 404, 'NOT_FOUND', `${method} /nope, ${what}`);
+t.test(
+  'D7.3: POST, PUT, DELETE, PATCH, OPTIONS on the export path are 405 METHOD_NOT_ALLOWED with an Allow header',
+  async (t) => {
+    for (const method of ['POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']) {
+      const r = await call(srv.url, exp('kb'), { method });
+      isEnvelope(t, r, 405, 'METHOD_NOT_ALLOWED', method);
+      const allow = String(r.headers.allow ?? '')
+        .split(/\s*,\s*/)
+        .sort();
+      t.same(allow, ['GET', 'HEAD'], `${method}: Allow lists GET and HEAD`);
+      isEnvelope(
+        t,
+        await call(srv.url, exp('kb'), { method, auth: null }),
+        405,
+        'METHOD_NOT_ALLOWED',
+        `${method} without key`,
+      );
+      isEnvelope(
+        t,
+        await call(srv.url, exp('no-such-book'), { method }),
+        405,
+        'METHOD_NOT_ALLOWED',
+        `${method} unknown slug`,
+      );
     }
-  }
-});
+  },
+);
 
-t.test('D7.4: malformed percent-encoding in the path is a malformed request line: 400 BAD_REQUEST, not 500', async (t) => {
-  for (const raw of ['%E0%A4%A', '%', '%zz', 'kb%C3', '%C3%28']) {
-    const r = await call(srv.url, `/api/v1/open/books/${raw}/docs`);
-    isEnvelope(t, r, 400, 'BAD_REQUEST', raw);
-  }
-});
+t.test(
+  'D7.3: 405 and 404 do not depend on the request body (JSON, malformed JSON, unknown type, too large)',
+  async (t) => {
+    const bodies: [string, Record<string, string>, string][] = [
+      ['valid JSON', { 'content-type': 'application/json' }, '{"a":1}'],
+      ['malformed JSON', { 'content-type': 'application/json' }, '{bad'],
+      ['unsupported type', { 'content-type': 'application/xml' }, '<a/>'],
+      ['too large', { 'content-type': 'application/json' }, '"' + 'x'.repeat(1_100_000) + '"'],
+    ];
+    for (const [what, headers, body] of bodies) {
+      for (const method of ['POST', 'PUT', 'PATCH']) {
+        const r = await call(srv.url, exp('kb'), { method, headers, body });
+        isEnvelope(t, r, 405, 'METHOD_NOT_ALLOWED', `${method} export path, ${what}`);
+        t.equal(r.headers.allow, 'GET, HEAD', `${method} ${what}: Allow`);
+        isEnvelope(
+          t,
+          await call(srv.url, '/nope', { method, headers, body }),
+          404,
+          'NOT_FOUND',
+          `${method} /nope, ${what}`,
+        );
+      }
+    }
+  },
+);
 
-t.test('export-api.md 7: the 500 EXPORT_FAILED envelope does not reveal its cause (D6.2: failure before any byte)', async (t) => {
-  const s = await startServer(t);
-  await seed(s.db.sql, simpleSeed([doc('a', 'a0')]));
-  await s.db.sql`ALTER TABLE documents RENAME COLUMN content_str TO content_str_gone`;
-  const r = await call(s.url, exp('kb'));
-  isEnvelope(t, r, 500, 'EXPORT_FAILED');
-  t.notMatch(r.text, /content_str|column|does not exist|postgres|select/i, 'no SQL or database message');
-  t.equal(r.headers['cache-control'], undefined, 'not the export\'s headers: nothing of the export was sent');
-  // The server still answers afterwards.
-  isEnvelope(t, await call(s.url, exp('nope')), 404, 'BOOK_NOT_FOUND');
-});
+t.test(
+  'D7.4: malformed percent-encoding in the path is a malformed request line: 400 BAD_REQUEST, not 500',
+  async (t) => {
+    for (const raw of ['%E0%A4%A', '%', '%zz', 'kb%C3', '%C3%28']) {
+      const r = await call(srv.url, `/api/v1/open/books/${raw}/docs`);
+      isEnvelope(t, r, 400, 'BAD_REQUEST', raw);
+    }
+  },
+);
+
+t.test(
+  'export-api.md 7: the 500 EXPORT_FAILED envelope does not reveal its cause (D6.2: failure before any byte)',
+  async (t) => {
+    const s = await startServer(t);
+    await seed(s.db.sql, simpleSeed([doc('a', 'a0')]));
+    await s.db.sql`ALTER TABLE documents RENAME COLUMN content_str TO content_str_gone`;
+    const r = await call(s.url, exp('kb'));
+    isEnvelope(t, r, 500, 'EXPORT_FAILED');
+    t.notMatch(r.text, /content_str|column|does not exist|postgres|select/i, 'no SQL or database message');
+    t.equal(r.headers['cache-control'], undefined, "not the export's headers: nothing of the export was sent");
+    // The server still answers afterwards.
+    isEnvelope(t, await call(s.url, exp('nope')), 404, 'BOOK_NOT_FOUND');
+  },
+);
 
 t.test('export-api.md 1 / 6: the export is read-only: no table changes', async (t) => {
   const snapshot = async () =>
     Promise.all(
       ['users', 'api_keys', 'books', 'documents'].map(
-        async (tbl) => (await srv.db.sql.unsafe(`SELECT md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), '')) AS h FROM ${tbl} x`))[0]!.h,
+        async (tbl) =>
+          (
+            await srv.db.sql.unsafe(
+              `SELECT md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), '')) AS h FROM ${tbl} x`,
+            )
+          )[0]!.h,
       ),
     );
   const before = await snapshot();
@@ -397,17 +496,20 @@ t.test('rate limiting', async (t) => {
     t.ok(s >= 1 && s <= 60, `${what}: Retry-After within the window (${s})`);
   };
 
-  t.test('export-api.md 8 / 7 / D5.4: the 4th request in the window is 429 RATE_LIMITED with Retry-After, whatever key', async (t) => {
-    const s = await limited();
-    for (let i = 0; i < 3; i++) t.equal((await call(s.url, exp('kb'))).status, 200, `request ${i + 1}`);
-    is429(t, await call(s.url, exp('kb')), 'valid key');
-    is429(t, await call(s.url, exp('kb'), { auth: bearer('kbx_nope') }), 'invalid key');
-    is429(t, await call(s.url, exp('kb'), { auth: null }), 'no key');
-    is429(t, await call(s.url, exp('nope')), 'unknown slug');
-    const head = await call(s.url, exp('kb'), { method: 'HEAD' });
-    t.equal(head.status, 429, 'HEAD');
-    t.ok(head.headers['retry-after'], 'HEAD carries Retry-After');
-  });
+  t.test(
+    'export-api.md 8 / 7 / D5.4: the 4th request in the window is 429 RATE_LIMITED with Retry-After, whatever key',
+    async (t) => {
+      const s = await limited();
+      for (let i = 0; i < 3; i++) t.equal((await call(s.url, exp('kb'))).status, 200, `request ${i + 1}`);
+      is429(t, await call(s.url, exp('kb')), 'valid key');
+      is429(t, await call(s.url, exp('kb'), { auth: bearer('kbx_nope') }), 'invalid key');
+      is429(t, await call(s.url, exp('kb'), { auth: null }), 'no key');
+      is429(t, await call(s.url, exp('nope')), 'unknown slug');
+      const head = await call(s.url, exp('kb'), { method: 'HEAD' });
+      t.equal(head.status, 429, 'HEAD');
+      t.ok(head.headers['retry-after'], 'HEAD carries Retry-After');
+    },
+  );
 
   t.test('D5.4: requests with invalid keys, no key or unknown slugs count', async (t) => {
     const s = await limited();
@@ -439,7 +541,11 @@ t.test('rate limiting', async (t) => {
     for (let i = 0; i < 3; i++) {
       t.equal((await call(s.url, exp('kb'), { headers: { 'x-forwarded-for': `203.0.113.${i + 1}` } })).status, 200);
     }
-    is429(t, await call(s.url, exp('kb'), { headers: { 'x-forwarded-for': '198.51.100.77' } }), 'a new X-Forwarded-For');
+    is429(
+      t,
+      await call(s.url, exp('kb'), { headers: { 'x-forwarded-for': '198.51.100.77' } }),
+      'a new X-Forwarded-For',
+    );
     is429(t, await call(s.url, exp('kb')), 'no X-Forwarded-For');
   });
 
@@ -464,12 +570,20 @@ t.test('rate limiting', async (t) => {
       const ip = `10.${randomInt(256)}.${randomInt(256)}.${randomInt(1, 255)}`;
       const h = { 'x-forwarded-for': ip };
       t.equal((await call(a.url, exp('kb'), { headers: h })).status, 200);
-      t.equal((await call(b.url, exp('kb'), { headers: h, auth: bearer('kbx_nope') })).status, 401, 'invalid key on the other instance');
+      t.equal(
+        (await call(b.url, exp('kb'), { headers: h, auth: bearer('kbx_nope') })).status,
+        401,
+        'invalid key on the other instance',
+      );
       t.equal((await call(a.url, exp('kb'), { headers: h, method: 'HEAD' })).status, 200);
       is429(t, await call(b.url, exp('kb'), { headers: h }), 'instance b after 3 requests across a and b');
       is429(t, await call(a.url, exp('kb'), { headers: h, auth: null }), 'instance a');
       const other = await limited({ ...env, REDIS_KEY_PREFIX: redisKeyPrefix() });
-      t.equal((await call(other.url, exp('kb'), { headers: h })).status, 200, 'an instance of another fleet (prefix) on the same Redis counts apart');
+      t.equal(
+        (await call(other.url, exp('kb'), { headers: h })).status,
+        200,
+        'an instance of another fleet (prefix) on the same Redis counts apart',
+      );
     });
   }
 });

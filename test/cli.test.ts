@@ -26,7 +26,11 @@ interface Run {
 function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
   const base: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) {
-    if (v !== undefined && !/^(DATABASE_URL|KB_DEBUG|PORT|HOST|LOG_LEVEL|MEDIA_PROXY_PREFIX|REDIS_URL|TRUST_PROXY)$/.test(k)) base[k] = v;
+    if (
+      v !== undefined &&
+      !/^(DATABASE_URL|KB_DEBUG|PORT|HOST|LOG_LEVEL|MEDIA_PROXY_PREFIX|REDIS_URL|TRUST_PROXY)$/.test(k)
+    )
+      base[k] = v;
   }
   return new Promise((resolve) => {
     execFile(
@@ -63,7 +67,10 @@ t.test('--help of every command exits 0 and names its options', async (t) => {
     [['migrate'], [/migrat/]],
     [['load'], [/<file>/]],
     [['keys'], [/create/, /revoke/]],
-    [['keys', 'create'], [/--user <id>/, /--expires-at <iso>/, /--id <id>/]],
+    [
+      ['keys', 'create'],
+      [/--user <id>/, /--expires-at <iso>/, /--id <id>/],
+    ],
     [['keys', 'revoke'], [/<keyId>/]],
     [['import-html'], [/<dir>/, /--owner <userId>/, /--slug <slug>/, /--name <name>/, /--id <bookId>/]],
   ];
@@ -103,10 +110,18 @@ t.test('migrate prints what it applied and is idempotent', async (t) => {
 
 t.test('no command but migrate changes the schema: on an unmigrated database they stop and name migrate', async (t) => {
   const db = await createTestDatabase(t, { migrate: false });
-  for (const args of [['load', EXAMPLE], ['keys', 'revoke', 'k1'], ['keys', 'create', '--user', 'u1']]) {
+  for (const args of [
+    ['load', EXAMPLE],
+    ['keys', 'revoke', 'k1'],
+    ['keys', 'create', '--user', 'u1'],
+  ]) {
     const r = await cli(args, { DATABASE_URL: db.url });
     t.not(r.code, 0, args.join(' '));
-    t.match(r.stderr, /schema is behind: \d+ migration\(s\) pending \(0001_init\.sql, .*run `kb-export migrate`/, args.join(' '));
+    t.match(
+      r.stderr,
+      /schema is behind: \d+ migration\(s\) pending \(0001_init\.sql, .*run `kb-export migrate`/,
+      args.join(' '),
+    );
   }
   const [table] = await db.sql`SELECT to_regclass('public.schema_migrations')::text AS t`;
   t.equal(table!.t, null, 'nothing was created');
@@ -143,7 +158,9 @@ t.test('load: the spec example, a bad file, a missing file', async (t) => {
     const dir = t.testdir({
       'bad.json': JSON.stringify({
         users: [{ id: 'u-1', name: 'One', apiKeys: [{ id: 'k-1', key: 'kbx_one' }] }],
-        books: [{ id: 'b-1', ownerId: 'u-1', slug: 'kb', name: 'KB', documents: [doc('d-1', 'a0'), doc('d-2', 'a1'), bad] }],
+        books: [
+          { id: 'b-1', ownerId: 'u-1', slug: 'kb', name: 'KB', documents: [doc('d-1', 'a0'), doc('d-2', 'a1'), bad] },
+        ],
       }),
     });
     const r = await cli(['load', path.join(dir, 'bad.json')], { DATABASE_URL: db.url });
@@ -158,7 +175,10 @@ t.test('load: the spec example, a bad file, a missing file', async (t) => {
   await t.test('bad JSON: truncated, trailing garbage', async (t) => {
     const db = empty;
     const text = readFileSync(EXAMPLE, 'utf8');
-    const dir = t.testdir({ 'truncated.json': text.slice(0, text.length / 2), 'trailing.json': `${text}\n{"users": []}\n` });
+    const dir = t.testdir({
+      'truncated.json': text.slice(0, text.length / 2),
+      'trailing.json': `${text}\n{"users": []}\n`,
+    });
     for (const file of ['truncated.json', 'trailing.json']) {
       const r = await cli(['load', path.join(dir, file)], { DATABASE_URL: db.url });
       t.not(r.code, 0, `${file} exits non-zero`);
@@ -210,9 +230,12 @@ t.test('keys create and revoke', async (t) => {
   t.equal((await verifyApiKey(db.sql, key!))?.userId ?? null, null, 'the revoked key fails');
   t.equal((await verifyApiKey(db.sql, 'kbx_live_4f9c…'))?.userId ?? null, 'u-alice', 'other keys still work');
 
-  const again = await cli(['keys', 'create', '--user', 'u-alice', '--id', 'k-custom', '--expires-at', '2999-01-01T00:00:00Z'], {
-    DATABASE_URL: db.url,
-  });
+  const again = await cli(
+    ['keys', 'create', '--user', 'u-alice', '--id', 'k-custom', '--expires-at', '2999-01-01T00:00:00Z'],
+    {
+      DATABASE_URL: db.url,
+    },
+  );
   t.equal(again.code, 0, again.stderr);
   t.match(again.stdout, /key id: k-custom/);
   const [custom] = await db.sql`SELECT expires_at FROM api_keys WHERE id = 'k-custom'`;
@@ -223,7 +246,9 @@ t.test('keys create and revoke', async (t) => {
   t.match(nobody.stderr, /no user with id "nobody"/);
   t.notMatch(nobody.stdout, /kbx_/, 'no key printed');
 
-  const badExpiry = await cli(['keys', 'create', '--user', 'u-alice', '--expires-at', 'soon'], { DATABASE_URL: db.url });
+  const badExpiry = await cli(['keys', 'create', '--user', 'u-alice', '--expires-at', 'soon'], {
+    DATABASE_URL: db.url,
+  });
   t.not(badExpiry.code, 0);
   t.match(badExpiry.stderr, /--expires-at/);
 
@@ -246,7 +271,8 @@ t.test('import-html imports the fixture corpus', async (t) => {
 
   const [book] = await db.sql`SELECT id, owner_id, slug, name FROM books WHERE slug = 'corpus'`;
   t.same({ ...book }, { id: 'u-alice:corpus', owner_id: 'u-alice', slug: 'corpus', name: 'corpus' });
-  const docs = await db.sql`SELECT id, type, parent_id, content_html FROM documents WHERE book_id = 'u-alice:corpus' ORDER BY order_key`;
+  const docs =
+    await db.sql`SELECT id, type, parent_id, content_html FROM documents WHERE book_id = 'u-alice:corpus' ORDER BY order_key`;
   t.equal(docs.length, 8, 'folders with pages and pages, not media-only folders or other files');
   const byId = new Map(docs.map((d) => [d.id as string, d]));
   t.match(byId.get('u-alice:corpus:library'), { type: 'category', parent_id: null });
@@ -267,11 +293,15 @@ t.test('import-html imports the fixture corpus', async (t) => {
   const [n] = await db.sql`SELECT count(*)::int AS n FROM documents`;
   t.equal(n!.n, 9, 'nothing more imported');
 
-  const nobody = await cli(['import-html', 'test/import/fixtures/corpus', '--owner', 'nobody', '--slug', 'x'], { DATABASE_URL: db.url });
+  const nobody = await cli(['import-html', 'test/import/fixtures/corpus', '--owner', 'nobody', '--slug', 'x'], {
+    DATABASE_URL: db.url,
+  });
   t.not(nobody.code, 0);
   t.match(nobody.stderr, /unknown owner "nobody"/);
 
-  const notDir = await cli(['import-html', 'test/import/fixtures/nope', '--owner', 'u-alice', '--slug', 'y'], { DATABASE_URL: db.url });
+  const notDir = await cli(['import-html', 'test/import/fixtures/nope', '--owner', 'u-alice', '--slug', 'y'], {
+    DATABASE_URL: db.url,
+  });
   t.not(notDir.code, 0);
   t.match(notDir.stderr, /is not a folder/);
 });

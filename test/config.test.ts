@@ -22,20 +22,27 @@ t.test('defaults', async (t) => {
   t.equal(c.rateLimitWindowMs, 60_000);
   t.equal(c.stallTimeoutMs, 60_000);
   t.ok(c.exportConcurrency >= 1 && c.poolSize >= 1 && c.exportBatchSize >= 1);
-  t.equal(c.rewriteWorkers, Math.max(0, Math.min(4, os.availableParallelism() - 1)), 'one per core beyond the first, at most 4');
+  t.equal(
+    c.rewriteWorkers,
+    Math.max(0, Math.min(4, os.availableParallelism() - 1)),
+    'one per core beyond the first, at most 4',
+  );
   t.equal(c.rewriteOffloadBytes, 65_536);
   t.equal(c.requestTimeoutMs, 10_000, 'D7.4: a request is cut within seconds');
   t.equal(c.changeRetentionDays, 30, 'D12.4: change tokens and removals are kept 30 days');
 });
 
-t.test('rewrite workers: one per core beyond the event loop, at most 4; REWRITE_WORKERS=0 turns them off', async (t) => {
-  const n = loadConfig({}).rewriteWorkers;
-  t.ok(n >= 0 && n <= 4);
-  t.equal(n, Math.max(0, Math.min(4, os.availableParallelism() - 1)), 'none on a single core');
-  t.equal(loadConfig({ REWRITE_WORKERS: '0' }).rewriteWorkers, 0);
-  t.equal(loadConfig({ REWRITE_WORKERS: '3', REWRITE_OFFLOAD_BYTES: '0' }).rewriteWorkers, 3);
-  t.equal(loadConfig({ REWRITE_OFFLOAD_BYTES: '0' }).rewriteOffloadBytes, 0);
-});
+t.test(
+  'rewrite workers: one per core beyond the event loop, at most 4; REWRITE_WORKERS=0 turns them off',
+  async (t) => {
+    const n = loadConfig({}).rewriteWorkers;
+    t.ok(n >= 0 && n <= 4);
+    t.equal(n, Math.max(0, Math.min(4, os.availableParallelism() - 1)), 'none on a single core');
+    t.equal(loadConfig({ REWRITE_WORKERS: '0' }).rewriteWorkers, 0);
+    t.equal(loadConfig({ REWRITE_WORKERS: '3', REWRITE_OFFLOAD_BYTES: '0' }).rewriteWorkers, 3);
+    t.equal(loadConfig({ REWRITE_OFFLOAD_BYTES: '0' }).rewriteOffloadBytes, 0);
+  },
+);
 
 t.test('empty or blank values mean unset', async (t) => {
   const c = loadConfig({ PORT: '', HOST: '  ', MEDIA_PROXY_PREFIX: '', DATABASE_URL: ' ', LOG_LEVEL: '' });
@@ -55,7 +62,8 @@ t.test('MEDIA_PROXY_PREFIX ends with exactly one slash (D3.1)', async (t) => {
     ['https://cdn.example.com/p', 'https://cdn.example.com/p/'],
     [' /media ', '/media/'],
   ];
-  for (const [raw, want] of cases) t.equal(loadConfig({ MEDIA_PROXY_PREFIX: raw }).mediaProxyPrefix, want, JSON.stringify(raw));
+  for (const [raw, want] of cases)
+    t.equal(loadConfig({ MEDIA_PROXY_PREFIX: raw }).mediaProxyPrefix, want, JSON.stringify(raw));
 });
 
 t.test('good values are read', async (t) => {
@@ -84,7 +92,12 @@ t.test('good values are read', async (t) => {
     changeRetentionDays: 7,
   });
   t.equal(loadConfig({}).migrateOnStart, false, 'serve migrates only when asked');
-  for (const [raw, want] of [['true', true], ['1', true], ['false', false], ['0', false]] as const) {
+  for (const [raw, want] of [
+    ['true', true],
+    ['1', true],
+    ['false', false],
+    ['0', false],
+  ] as const) {
     t.equal(loadConfig({ MIGRATE_ON_START: raw }).migrateOnStart, want, `MIGRATE_ON_START=${raw}`);
   }
   t.equal(loadConfig({ PORT: '0' }).port, 0);
@@ -161,7 +174,10 @@ t.test('each bad value throws ConfigError naming the variable', async (t) => {
 });
 
 t.test('the first bad variable is reported even when others are good', async (t) => {
-  t.throws(() => loadConfig({ HOST: '0.0.0.0', PORT: 'abc', LOG_LEVEL: 'debug' }), { name: 'ConfigError', variable: 'PORT' });
+  t.throws(() => loadConfig({ HOST: '0.0.0.0', PORT: 'abc', LOG_LEVEL: 'debug' }), {
+    name: 'ConfigError',
+    variable: 'PORT',
+  });
 });
 
 t.test('D11.6: a multi-host DATABASE_URL is read as postgres.js reads it', async (t) => {
@@ -180,29 +196,42 @@ t.test('D11.6: a multi-host DATABASE_URL is read as postgres.js reads it', async
     }
     return undefined;
   })();
-  t.match(err?.message, /^DATABASE_URL: has a bad host "\[::1\]:5432" in its host list: IPv6/, 'says which host and why');
+  t.match(
+    err?.message,
+    /^DATABASE_URL: has a bad host "\[::1\]:5432" in its host list: IPv6/,
+    'says which host and why',
+  );
 });
 
 t.test('D11.2: DATABASE_REPLICA_URL is one standby or a comma-separated list, and needs DATABASE_URL', async (t) => {
   const primary = 'postgres://u:p@primary:5432/kb';
   t.same(loadConfig({}).databaseReplicaUrls, []);
-  t.same(loadConfig({ DATABASE_URL: primary, DATABASE_REPLICA_URL: 'postgres://u:p@standby:5432/kb' }).databaseReplicaUrls, [
-    'postgres://u:p@standby:5432/kb',
-  ]);
+  t.same(
+    loadConfig({ DATABASE_URL: primary, DATABASE_REPLICA_URL: 'postgres://u:p@standby:5432/kb' }).databaseReplicaUrls,
+    ['postgres://u:p@standby:5432/kb'],
+  );
   t.same(
     loadConfig({
       DATABASE_URL: primary,
-      DATABASE_REPLICA_URL: 'postgres://u:p@s1:5432/kb, postgresql://u:p@s2:5432,s3:5432/kb?target_session_attrs=standby',
+      DATABASE_REPLICA_URL:
+        'postgres://u:p@s1:5432/kb, postgresql://u:p@s2:5432,s3:5432/kb?target_session_attrs=standby',
     }).databaseReplicaUrls,
     ['postgres://u:p@s1:5432/kb', 'postgresql://u:p@s2:5432,s3:5432/kb?target_session_attrs=standby'],
     'a comma starts a new URL only before postgres://, so each may list hosts',
   );
-  t.throws(() => loadConfig({ DATABASE_REPLICA_URL: 'postgres://u@s1/kb' }), { name: 'ConfigError', variable: 'DATABASE_REPLICA_URL' }, 'no DATABASE_URL');
+  t.throws(
+    () => loadConfig({ DATABASE_REPLICA_URL: 'postgres://u@s1/kb' }),
+    { name: 'ConfigError', variable: 'DATABASE_REPLICA_URL' },
+    'no DATABASE_URL',
+  );
   t.throws(() => loadConfig({ DATABASE_URL: primary, DATABASE_REPLICA_URL: 'postgres://u@s1/kb,redis://x' }), {
     name: 'ConfigError',
     variable: 'DATABASE_REPLICA_URL',
   });
-  t.throws(() => loadConfig({ DATABASE_URL: primary, DATABASE_REPLICA_URL: 'mysql://s1/kb' }), { name: 'ConfigError', variable: 'DATABASE_REPLICA_URL' });
+  t.throws(() => loadConfig({ DATABASE_URL: primary, DATABASE_REPLICA_URL: 'mysql://s1/kb' }), {
+    name: 'ConfigError',
+    variable: 'DATABASE_REPLICA_URL',
+  });
   const c = loadConfig({});
   t.equal(c.replicaMaxLagMs, 5000);
   t.equal(c.replicaCheckIntervalMs, 1000);

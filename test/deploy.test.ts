@@ -22,44 +22,77 @@ interface Service {
   depends_on?: Record<string, { condition: string }> | string[];
 }
 
-const compose = parse(readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as { services: Record<string, Service> };
+const compose = parse(readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
+  services: Record<string, Service>;
+};
 const services = compose.services;
 const instances = Object.keys(services).filter((name) => name.startsWith('export-'));
 
 t.test('the services of a fleet', async (t) => {
-  t.same(Object.keys(services).sort(), ['export-1', 'export-2', 'lb', 'migrate', 'postgres', 'postgres-standby', 'redis']);
+  t.same(Object.keys(services).sort(), [
+    'export-1',
+    'export-2',
+    'lb',
+    'migrate',
+    'postgres',
+    'postgres-standby',
+    'redis',
+  ]);
   t.same(instances, ['export-1', 'export-2']);
-  for (const name of ['postgres', 'postgres-standby', 'lb']) t.match(services[name]!.image, /^(postgres|haproxy):\d/, `${name}: a stock image`);
+  for (const name of ['postgres', 'postgres-standby', 'lb'])
+    t.match(services[name]!.image, /^(postgres|haproxy):\d/, `${name}: a stock image`);
 });
 
-t.test('the standby streams from the primary: a base backup with -R on its first start, then a hot standby', async (t) => {
-  const script = ([] as string[]).concat(services['postgres-standby']!.command ?? []).join(' ');
-  t.match(script, /pg_basebackup -h postgres -U replicator -D "\$\$PGDATA" -R -X stream/);
-  t.match(script, /exec postgres -c hot_standby=on/);
-  const init = services.postgres!.volumes!.find((v) => v.includes('docker-entrypoint-initdb.d'))!;
-  const file = path.join(ROOT, init.split(':')[0]!);
-  accessSync(file, constants.X_OK);
-  const text = readFileSync(file, 'utf8');
-  t.match(text, /CREATE ROLE replicator WITH REPLICATION LOGIN/);
-  t.match(text, /host replication replicator all scram-sha-256/);
-  t.equal(services.postgres!.environment!.REPLICATION_PASSWORD, services['postgres-standby']!.environment!.PGPASSWORD, 'one replication password');
-});
+t.test(
+  'the standby streams from the primary: a base backup with -R on its first start, then a hot standby',
+  async (t) => {
+    const script = ([] as string[]).concat(services['postgres-standby']!.command ?? []).join(' ');
+    t.match(script, /pg_basebackup -h postgres -U replicator -D "\$\$PGDATA" -R -X stream/);
+    t.match(script, /exec postgres -c hot_standby=on/);
+    const init = services.postgres!.volumes!.find((v) => v.includes('docker-entrypoint-initdb.d'))!;
+    const file = path.join(ROOT, init.split(':')[0]!);
+    accessSync(file, constants.X_OK);
+    const text = readFileSync(file, 'utf8');
+    t.match(text, /CREATE ROLE replicator WITH REPLICATION LOGIN/);
+    t.match(text, /host replication replicator all scram-sha-256/);
+    t.equal(
+      services.postgres!.environment!.REPLICATION_PASSWORD,
+      services['postgres-standby']!.environment!.PGPASSWORD,
+      'one replication password',
+    );
+  },
+);
 
-t.test("each instance's environment is a valid configuration with the standby, Redis and a multi-host primary", async (t) => {
-  for (const name of [...instances, 'migrate']) {
-    const env = services[name]!.environment!;
-    const config = loadConfig(env);
-    t.match(config.databaseUrl, /^postgres:\/\/kb:kb@postgres:5432,postgres-standby:5432\/kb\?target_session_attrs=read-write$/, `${name}: DATABASE_URL`);
-    t.same(config.databaseReplicaUrls, ['postgres://kb:kb@postgres-standby:5432/kb'], `${name}: DATABASE_REPLICA_URL`);
-    t.equal(config.redisUrl, 'redis://redis:6379', `${name}: REDIS_URL`);
-  }
-  for (const name of instances) {
-    const s = services[name]!;
-    t.match(s.healthcheck!.test.join(' '), /http:\/\/127\.0\.0\.1:3000\/readyz/, `${name}: health-checked through /readyz`);
-    t.notOk(s.ports, `${name}: not published, clients come through the load balancer`);
-    t.equal(loadConfig(s.environment!).trustProxy, 1, `${name}: trusts the one proxy hop`);
-  }
-});
+t.test(
+  "each instance's environment is a valid configuration with the standby, Redis and a multi-host primary",
+  async (t) => {
+    for (const name of [...instances, 'migrate']) {
+      const env = services[name]!.environment!;
+      const config = loadConfig(env);
+      t.match(
+        config.databaseUrl,
+        /^postgres:\/\/kb:kb@postgres:5432,postgres-standby:5432\/kb\?target_session_attrs=read-write$/,
+        `${name}: DATABASE_URL`,
+      );
+      t.same(
+        config.databaseReplicaUrls,
+        ['postgres://kb:kb@postgres-standby:5432/kb'],
+        `${name}: DATABASE_REPLICA_URL`,
+      );
+      t.equal(config.redisUrl, 'redis://redis:6379', `${name}: REDIS_URL`);
+    }
+    for (const name of instances) {
+      const s = services[name]!;
+      t.match(
+        s.healthcheck!.test.join(' '),
+        /http:\/\/127\.0\.0\.1:3000\/readyz/,
+        `${name}: health-checked through /readyz`,
+      );
+      t.notOk(s.ports, `${name}: not published, clients come through the load balancer`);
+      t.equal(loadConfig(s.environment!).trustProxy, 1, `${name}: trusts the one proxy hop`);
+    }
+  },
+);
 
 t.test('the load balancer sends to every instance and checks each one through /readyz', async (t) => {
   const lb = services.lb!;
@@ -71,5 +104,8 @@ t.test('the load balancer sends to every instance and checks each one through /r
   t.match(cfg, /^\s*http-check expect status 200$/m);
   t.match(cfg, /^\s*default-server check /m);
   const servers = [...cfg.matchAll(/^\s*server (\S+) (\S+)$/gm)].map((m) => [m[1], m[2]]);
-  t.same(servers, instances.map((name) => [name, `${name}:3000`]));
+  t.same(
+    servers,
+    instances.map((name) => [name, `${name}:3000`]),
+  );
 });

@@ -40,12 +40,15 @@ t.test('docs/architecture.md names every source file, and only files that exist'
   const named = namedFiles(page);
   for (const file of SOURCES) {
     const base = path.basename(file);
-    t.ok(named.some((n) => n === file || n === base || file.endsWith(`/${n}`)), `${file} is on the page`);
+    t.ok(
+      named.some((n) => n === file || n === base || file.endsWith(`/${n}`)),
+      `${file} is on the page`,
+    );
   }
   for (const name of named) t.ok(exists(name), `${name} exists`);
 });
 
-t.test("the README's \"Where things live\" names only files that exist", async (t) => {
+t.test('the README\'s "Where things live" names only files that exist', async (t) => {
   const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
   const section = readme.slice(readme.indexOf('## Where things live'));
   const body = section.slice(0, section.indexOf('\n## ', 5) > 0 ? section.indexOf('\n## ', 5) : undefined);

@@ -10,10 +10,7 @@ t.test("README's error table and src/errors.ts list the same codes with the same
   const rows = [...section.matchAll(/^\| (\d{3}) \| `([A-Z_]+)` \|/gm)].map((m) => [m[2], Number(m[1])]);
   t.ok(rows.length > 0, 'the README has an error table');
   const table = Object.entries(ERRORS).map(([code, e]) => [code, e.status]);
-  t.same(
-    Object.fromEntries(rows),
-    Object.fromEntries(table),
-  );
+  t.same(Object.fromEntries(rows), Object.fromEntries(table));
   t.equal(rows.length, table.length, 'no code is listed twice');
 });
 

@@ -25,7 +25,10 @@ t.test('npm test and npm run test:soak split the suite: each test file runs in e
   const soak = readSoakList(ROOT);
   const fast = selectFiles('fast', all, soak, [])!;
   const soaked = selectFiles('soak', all, soak, [])!;
-  t.ok(all.length > 50 && all.every((f) => f.startsWith('dist/test/') && f.endsWith('.test.js')), `tap lists the compiled tests (${all.length})`);
+  t.ok(
+    all.length > 50 && all.every((f) => f.startsWith('dist/test/') && f.endsWith('.test.js')),
+    `tap lists the compiled tests (${all.length})`,
+  );
   t.equal(soaked.length, soak.length, 'every soak list entry is a test file tap runs, once');
   t.ok(fast.length > soaked.length, `npm test runs most files (${fast.length}), test:soak the rest (${soaked.length})`);
   t.same([...fast, ...soaked].sort(), [...all].sort(), 'together, every file once');
@@ -33,21 +36,45 @@ t.test('npm test and npm run test:soak split the suite: each test file runs in e
 });
 
 t.test('a path named on the command line runs as named, soak files included', async (t) => {
-  const all = ['dist/test/a.test.js', 'dist/test/faults/cut.test.js', 'dist/test/faults/harness.test.js', 'dist/test/x/y.test.js'];
+  const all = [
+    'dist/test/a.test.js',
+    'dist/test/faults/cut.test.js',
+    'dist/test/faults/harness.test.js',
+    'dist/test/x/y.test.js',
+  ];
   const soak = parseSoakList('# faults\ntest/faults/cut.test.ts  # random cuts\n\ntest/x/y.test.ts\n');
   t.same(soak, ['test/faults/cut.test.ts', 'test/x/y.test.ts'], 'comments and blank lines are not entries');
-  t.same(selectFiles('fast', all, soak, []), ['dist/test/a.test.js', 'dist/test/faults/harness.test.js'], 'npm test: all but the soak set');
-  t.equal(selectFiles('fast', all, soak, ['dist/test/faults']), null, 'npm test -- test/faults: tap runs the folder, its soak file too');
+  t.same(
+    selectFiles('fast', all, soak, []),
+    ['dist/test/a.test.js', 'dist/test/faults/harness.test.js'],
+    'npm test: all but the soak set',
+  );
+  t.equal(
+    selectFiles('fast', all, soak, ['dist/test/faults']),
+    null,
+    'npm test -- test/faults: tap runs the folder, its soak file too',
+  );
   t.equal(selectFiles('fast', all, soak, ['dist/test/faults/cut.test.js']), null, 'npm test -- a soak file: that file');
-  t.same(selectFiles('soak', all, soak, []), ['dist/test/faults/cut.test.js', 'dist/test/x/y.test.js'], 'test:soak: the soak set');
-  t.same(selectFiles('soak', all, soak, [path.normalize('dist/test/faults/')]), ['dist/test/faults/cut.test.js'], 'test:soak -- test/faults: its soak files');
+  t.same(
+    selectFiles('soak', all, soak, []),
+    ['dist/test/faults/cut.test.js', 'dist/test/x/y.test.js'],
+    'test:soak: the soak set',
+  );
+  t.same(
+    selectFiles('soak', all, soak, [path.normalize('dist/test/faults/')]),
+    ['dist/test/faults/cut.test.js'],
+    'test:soak -- test/faults: its soak files',
+  );
   t.same(selectFiles('soak', all, soak, ['dist/test/fault']), [], 'a folder is not a prefix of a name');
 });
 
 t.test('a soak list entry that is no test file stops both suites, rather than leaving a file out', async (t) => {
   const all = ['dist/test/a.test.js', 'dist/test/b.test.js'];
   for (const suite of ['fast', 'soak'] as const) {
-    t.throws(() => selectFiles(suite, all, ['test/moved.test.ts'], []), /test\/soak\.txt names test\/moved\.test\.ts, which is not a test file/);
+    t.throws(
+      () => selectFiles(suite, all, ['test/moved.test.ts'], []),
+      /test\/soak\.txt names test\/moved\.test\.ts, which is not a test file/,
+    );
     t.throws(() => selectFiles(suite, all, ['test/a.test.ts', 'test/a.test.ts'], []), /names test\/a\.test\.ts twice/);
   }
 });

@@ -31,7 +31,8 @@ interface Served {
 function spawnServe(args: string[], { NODE_OPTIONS = '', ...env }: Record<string, string>): Served {
   const base: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) {
-    if (v !== undefined && !/^(DATABASE_URL|KB_|PORT|HOST|LOG_LEVEL|MEDIA_PROXY_PREFIX|REDIS_URL|TRUST_PROXY)/.test(k)) base[k] = v;
+    if (v !== undefined && !/^(DATABASE_URL|KB_|PORT|HOST|LOG_LEVEL|MEDIA_PROXY_PREFIX|REDIS_URL|TRUST_PROXY)/.test(k))
+      base[k] = v;
   }
   const [command, argv] = untracked([CLI, 'serve', ...args], NODE_OPTIONS);
   const child = spawn(command, argv, { cwd: ROOT, env: { ...base, PORT: '0', ...env } });
@@ -76,30 +77,33 @@ t.before(() => {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first`);
 });
 
-t.test('serve changes the schema only when asked: refused when behind, --migrate and MIGRATE_ON_START migrate', async (t) => {
-  const db = await createTestDatabase(t, { migrate: false });
-  const plain = spawnServe([], { DATABASE_URL: db.url });
-  t.teardown(() => plain.child.kill('SIGKILL'));
-  t.not(await plain.exited, 0, 'a plain serve on an unmigrated database stops');
-  t.match(plain.output(), /schema is behind: \d+ migration\(s\) pending .*kb-export migrate/);
-  const [none] = await db.sql`SELECT to_regclass('public.documents')::text AS t`;
-  t.equal(none!.t, null, 'and leaves the database as it was');
+t.test(
+  'serve changes the schema only when asked: refused when behind, --migrate and MIGRATE_ON_START migrate',
+  async (t) => {
+    const db = await createTestDatabase(t, { migrate: false });
+    const plain = spawnServe([], { DATABASE_URL: db.url });
+    t.teardown(() => plain.child.kill('SIGKILL'));
+    t.not(await plain.exited, 0, 'a plain serve on an unmigrated database stops');
+    t.match(plain.output(), /schema is behind: \d+ migration\(s\) pending .*kb-export migrate/);
+    const [none] = await db.sql`SELECT to_regclass('public.documents')::text AS t`;
+    t.equal(none!.t, null, 'and leaves the database as it was');
 
-  // The refused start left `db` unmigrated: serve --migrate starts from it; MIGRATE_ON_START from another.
-  for (const [how, args, env] of [
-    ['serve --migrate', ['--migrate'], {}],
-    ['MIGRATE_ON_START=true', [], { MIGRATE_ON_START: 'true' }],
-  ] as const) {
-    const fresh = how === 'serve --migrate' ? db : await createTestDatabase(t, { migrate: false });
-    const s = spawnServe([...args], { DATABASE_URL: fresh.url, ...env });
-    t.teardown(() => s.child.kill('SIGKILL'));
-    await waitFor('listening', listening(s));
-    const [table] = await fresh.sql`SELECT to_regclass('public.documents')::text AS t`;
-    t.equal(table!.t, 'documents', `${how} migrated before listening`);
-    s.child.kill('SIGTERM');
-    t.equal(await s.exited, 0);
-  }
-});
+    // The refused start left `db` unmigrated: serve --migrate starts from it; MIGRATE_ON_START from another.
+    for (const [how, args, env] of [
+      ['serve --migrate', ['--migrate'], {}],
+      ['MIGRATE_ON_START=true', [], { MIGRATE_ON_START: 'true' }],
+    ] as const) {
+      const fresh = how === 'serve --migrate' ? db : await createTestDatabase(t, { migrate: false });
+      const s = spawnServe([...args], { DATABASE_URL: fresh.url, ...env });
+      t.teardown(() => s.child.kill('SIGKILL'));
+      await waitFor('listening', listening(s));
+      const [table] = await fresh.sql`SELECT to_regclass('public.documents')::text AS t`;
+      t.equal(table!.t, 'documents', `${how} migrated before listening`);
+      s.child.kill('SIGTERM');
+      t.equal(await s.exited, 0);
+    }
+  },
+);
 
 t.test('a SIGTERM the moment the server says it listens closes it as any other, exit 0', async (t) => {
   const db = await createTestDatabase(t);
@@ -121,7 +125,12 @@ t.test('a SIGTERM the moment the server says it listens closes it as any other, 
 
 t.test('SIGTERM lets a running export finish, then the server exits 0', async (t) => {
   const db = await databaseWithDocuments(t, 3000);
-  const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', EXPORT_BATCH_SIZE: '20', SHUTDOWN_GRACE_MS: '60000' });
+  const s = spawnServe([], {
+    DATABASE_URL: db.url,
+    LOG_LEVEL: 'info',
+    EXPORT_BATCH_SIZE: '20',
+    SHUTDOWN_GRACE_MS: '60000',
+  });
   t.teardown(() => {
     s.child.kill('SIGKILL');
   });
@@ -153,7 +162,13 @@ t.test('SIGTERM lets a running export finish, then the server exits 0', async (t
 
 t.test('SIGTERM: /readyz answers 503 first (SHUTDOWN_DELAY_MS), a running export still finishes (D10.2)', async (t) => {
   const db = await databaseWithDocuments(t, 2000);
-  const s = spawnServe([], { DATABASE_URL: db.url, LOG_LEVEL: 'info', EXPORT_BATCH_SIZE: '20', SHUTDOWN_DELAY_MS: '3000', SHUTDOWN_GRACE_MS: '60000' });
+  const s = spawnServe([], {
+    DATABASE_URL: db.url,
+    LOG_LEVEL: 'info',
+    EXPORT_BATCH_SIZE: '20',
+    SHUTDOWN_DELAY_MS: '3000',
+    SHUTDOWN_GRACE_MS: '60000',
+  });
   t.teardown(() => s.child.kill('SIGKILL'));
   const base = await waitFor('listening', listening(s));
   const readyz = async () => {
@@ -174,48 +189,70 @@ t.test('SIGTERM: /readyz answers 503 first (SHUTDOWN_DELAY_MS), a running export
       during = await readyz();
     }
   }
-  t.same(during, { status: 503, body: { status: 'unavailable', reason: 'shutting down' } }, 'unready as soon as SIGTERM arrives');
+  t.same(
+    during,
+    { status: 503, body: { status: 'unavailable', reason: 'shutting down' } },
+    'unready as soon as SIGTERM arrives',
+  );
   const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
   t.equal(body.meta.count, body.documents.length, 'the export finished');
   t.equal(await s.exited, 0);
 });
 
-t.test('serve --demo on an empty embedded database prints a working key and curl, and stops its database', async (t) => {
-  const dataDir = path.join(os.tmpdir(), `kb-export-demo-test-${randomBytes(4).toString('hex')}`);
-  const s = spawnServe(['--demo'], { KB_DATA_DIR: dataDir, LOG_LEVEL: 'warn' });
-  t.teardown(async () => {
-    s.child.kill('SIGKILL');
-    await rm(dataDir, { recursive: true, force: true });
-  });
-  const curl = await waitFor('the curl line', () => /^curl .*$/m.exec(s.output())?.[0], 120_000);
-  const [, key, url] = /Bearer ([^']+)' '([^']+)'/.exec(curl)!;
-  t.match(key, /^kbx_/, 'decisions.md D5.1: a recognisable prefix');
-  const res = await request(url!, { headers: { authorization: `Bearer ${key}` } });
-  t.equal(res.statusCode, 200);
-  const body = (await res.body.json()) as { meta: { count: number }; documents: { contentHtml: string | null }[] };
-  t.ok(body.meta.count > 1000, 'the demo knowledge base has thousands of documents');
-  t.equal(body.meta.count, body.documents.length);
-  // The demo serves the media its documents reference, under the prefix (src/generate/demo-media.ts).
-  const image = body.documents.map((d) => /<img src="(\/media\/[^"?]+\.png)"/.exec(d.contentHtml ?? '')?.[1]).find((u) => u !== undefined)!;
-  const media = await request(new URL(image, url).href);
-  t.equal(media.statusCode, 200, `${image} is served`);
-  t.equal(media.headers['content-type'], 'image/png');
-  t.ok(Buffer.from(await media.body.arrayBuffer()).subarray(1, 4).equals(Buffer.from('PNG')), 'a PNG');
-  t.match(s.output(), /npx kb-export backup --server http:\/\/\S+ --book demo --out demo\.json --media-dir media\//, 'the banner shows a backup with its media');
-  t.match(s.output(), /DATABASE_URL is not set: using an embedded PostgreSQL in .*for development only/, 'says the database is embedded');
-  const pid = Number(readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-  s.child.kill('SIGINT');
-  t.equal(await s.exited, 0);
-  const alive = (() => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  })();
-  t.notOk(alive, 'the embedded PostgreSQL stopped with the server');
-});
+t.test(
+  'serve --demo on an empty embedded database prints a working key and curl, and stops its database',
+  async (t) => {
+    const dataDir = path.join(os.tmpdir(), `kb-export-demo-test-${randomBytes(4).toString('hex')}`);
+    const s = spawnServe(['--demo'], { KB_DATA_DIR: dataDir, LOG_LEVEL: 'warn' });
+    t.teardown(async () => {
+      s.child.kill('SIGKILL');
+      await rm(dataDir, { recursive: true, force: true });
+    });
+    const curl = await waitFor('the curl line', () => /^curl .*$/m.exec(s.output())?.[0], 120_000);
+    const [, key, url] = /Bearer ([^']+)' '([^']+)'/.exec(curl)!;
+    t.match(key, /^kbx_/, 'decisions.md D5.1: a recognisable prefix');
+    const res = await request(url!, { headers: { authorization: `Bearer ${key}` } });
+    t.equal(res.statusCode, 200);
+    const body = (await res.body.json()) as { meta: { count: number }; documents: { contentHtml: string | null }[] };
+    t.ok(body.meta.count > 1000, 'the demo knowledge base has thousands of documents');
+    t.equal(body.meta.count, body.documents.length);
+    // The demo serves the media its documents reference, under the prefix (src/generate/demo-media.ts).
+    const image = body.documents
+      .map((d) => /<img src="(\/media\/[^"?]+\.png)"/.exec(d.contentHtml ?? '')?.[1])
+      .find((u) => u !== undefined)!;
+    const media = await request(new URL(image, url).href);
+    t.equal(media.statusCode, 200, `${image} is served`);
+    t.equal(media.headers['content-type'], 'image/png');
+    t.ok(
+      Buffer.from(await media.body.arrayBuffer())
+        .subarray(1, 4)
+        .equals(Buffer.from('PNG')),
+      'a PNG',
+    );
+    t.match(
+      s.output(),
+      /npx kb-export backup --server http:\/\/\S+ --book demo --out demo\.json --media-dir media\//,
+      'the banner shows a backup with its media',
+    );
+    t.match(
+      s.output(),
+      /DATABASE_URL is not set: using an embedded PostgreSQL in .*for development only/,
+      'says the database is embedded',
+    );
+    const pid = Number(readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    s.child.kill('SIGINT');
+    t.equal(await s.exited, 0);
+    const alive = (() => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    })();
+    t.notOk(alive, 'the embedded PostgreSQL stopped with the server');
+  },
+);
 
 // One plain serve covers the checks that need nothing but a server on a migrated database: each
 // start costs a Node.js process and a database. The SIGTERM that ends it is the last check.
@@ -247,15 +284,23 @@ t.test('a plain serve on a migrated database', async (t) => {
 
   await t.test('a plain serve never loads the data generator (only --demo does)', async (t) => {
     const loaded = readFileSync(log, 'utf8').split('\n');
-    t.ok(loaded.some((u) => u.endsWith('/dist/src/server.js')), 'the log records what serve loaded');
-    t.notOk(loaded.some((u) => /\/src\/generate\//.test(u)), 'nothing under src/generate/');
+    t.ok(
+      loaded.some((u) => u.endsWith('/dist/src/server.js')),
+      'the log records what serve loaded',
+    );
+    t.notOk(
+      loaded.some((u) => /\/src\/generate\//.test(u)),
+      'nothing under src/generate/',
+    );
     const media = await request(`${base}/media/uploads/x.png`);
     t.equal(media.statusCode, 404, 'nor serves the demo media');
     await media.body.dump();
   });
 
   await t.test('serve prunes the removals kept for deltas past CHANGE_RETENTION_DAYS (D12.4)', async (t) => {
-    await waitFor('the pruning log line', () => (/"deleted":1.*removals older than CHANGE_RETENTION_DAYS pruned/.test(s.output()) ? true : undefined));
+    await waitFor('the pruning log line', () =>
+      /"deleted":1.*removals older than CHANGE_RETENTION_DAYS pruned/.test(s.output()) ? true : undefined,
+    );
     t.same(await db.sql`SELECT document_id FROM document_removals`, [], 'the removal is gone');
   });
 
@@ -271,21 +316,34 @@ t.test('a plain serve on a migrated database', async (t) => {
     await onApi.body.dump();
   });
 
-  await t.test('every way of starting the server runs the executable, so the runtime settings of its shebang apply', async (t) => {
-    const runtime = cliRuntime(CLI);
-    t.ok(runtime.nodeFlags.includes('--max-semi-space-size=2') && runtime.nodeFlags.includes('--heap-growing-percent=100'), 'the V8 flags');
-    t.same(runtime.env, { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072' }, 'the glibc settings');
-    t.ok(statSync(CLI).mode & 0o100, 'the build leaves dist/src/cli/kb-export.js executable');
-    const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-    t.match(pkg.scripts.start, /&& dist\/src\/cli\/kb-export\.js serve/, 'npm start runs the executable');
-    const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
-    t.ok(dockerfile.split('\n').includes('CMD ["dist/src/cli/kb-export.js", "serve"]'), 'the Docker image runs the executable');
+  await t.test(
+    'every way of starting the server runs the executable, so the runtime settings of its shebang apply',
+    async (t) => {
+      const runtime = cliRuntime(CLI);
+      t.ok(
+        runtime.nodeFlags.includes('--max-semi-space-size=2') &&
+          runtime.nodeFlags.includes('--heap-growing-percent=100'),
+        'the V8 flags',
+      );
+      t.same(runtime.env, { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072' }, 'the glibc settings');
+      t.ok(statSync(CLI).mode & 0o100, 'the build leaves dist/src/cli/kb-export.js executable');
+      const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+        scripts: Record<string, string>;
+      };
+      t.match(pkg.scripts.start, /&& dist\/src\/cli\/kb-export\.js serve/, 'npm start runs the executable');
+      const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+      t.ok(
+        dockerfile.split('\n').includes('CMD ["dist/src/cli/kb-export.js", "serve"]'),
+        'the Docker image runs the executable',
+      );
 
-    const argv = readFileSync(`/proc/${s.child.pid}/cmdline`, 'utf8').split('\0');
-    for (const flag of runtime.nodeFlags) t.ok(argv.includes(flag), `the running server has ${flag}`);
-    const environ = readFileSync(`/proc/${s.child.pid}/environ`, 'utf8').split('\0');
-    for (const [k, v] of Object.entries(runtime.env)) t.ok(environ.includes(`${k}=${v}`), `the running server has ${k}=${v}`);
-  });
+      const argv = readFileSync(`/proc/${s.child.pid}/cmdline`, 'utf8').split('\0');
+      for (const flag of runtime.nodeFlags) t.ok(argv.includes(flag), `the running server has ${flag}`);
+      const environ = readFileSync(`/proc/${s.child.pid}/environ`, 'utf8').split('\0');
+      for (const [k, v] of Object.entries(runtime.env))
+        t.ok(environ.includes(`${k}=${v}`), `the running server has ${k}=${v}`);
+    },
+  );
 
   await t.test('a port already in use stops start-up with a message and a non-zero exit', async (t) => {
     const port = new URL(base).port;
@@ -313,9 +371,16 @@ t.test('a plain serve on a migrated database', async (t) => {
         () => 'answered',
         () => 'refused',
       );
-    t.equal(await refused(`http://127.0.0.1:${metricsPort}/metrics`), 'refused', 'the metrics listener closes with the server');
+    t.equal(
+      await refused(`http://127.0.0.1:${metricsPort}/metrics`),
+      'refused',
+      'the metrics listener closes with the server',
+    );
     t.equal(await refused(`${base}/livez`), 'refused', 'nothing listens on the API port after shutdown');
     const loaded = readFileSync(log, 'utf8').split('\n');
-    t.notOk(loaded.some((u) => /\/src\/generate\//.test(u)), 'nothing under src/generate/ was loaded in its whole life, shutdown included');
+    t.notOk(
+      loaded.some((u) => /\/src\/generate\//.test(u)),
+      'nothing under src/generate/ was loaded in its whole life, shutdown included',
+    );
   });
 });

@@ -51,7 +51,12 @@ export async function listTestFiles(root: string): Promise<string[]> {
  * paths narrow it to the soak files inside them. A soak entry that is not one of `all` is an error
  * rather than a file that silently leaves both suites (or an entry that silently names nothing).
  */
-export function selectFiles(suite: Suite, all: readonly string[], soak: readonly string[], named: readonly string[]): string[] | null {
+export function selectFiles(
+  suite: Suite,
+  all: readonly string[],
+  soak: readonly string[],
+  named: readonly string[],
+): string[] | null {
   const known = new Set(all);
   const soakFiles = new Set<string>();
   for (const entry of soak) {

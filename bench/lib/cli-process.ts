@@ -58,7 +58,10 @@ export function cliPath(): string {
  */
 export async function runCli(args: string[], env: Record<string, string>): Promise<CliRun> {
   const started = performance.now();
-  const [command, argv] = untracked([cliPath(), ...args], `--import=data:text/javascript,${encodeURIComponent(HOLD_AT_EXIT)}`);
+  const [command, argv] = untracked(
+    [cliPath(), ...args],
+    `--import=data:text/javascript,${encodeURIComponent(HOLD_AT_EXIT)}`,
+  );
   const child = spawn(command, argv, {
     env: { ...process.env, ...env },
     stdio: ['pipe', 'pipe', 'pipe'],

@@ -26,7 +26,8 @@ export interface SelfTime {
 function where(url: string, line: number): string {
   if (url === '') return '';
   const nm = url.lastIndexOf('node_modules/');
-  const short = nm >= 0 ? url.slice(nm + 'node_modules/'.length) : url.replace(/^.*\/dist\//, '').replace(/^file:\/\//, '');
+  const short =
+    nm >= 0 ? url.slice(nm + 'node_modules/'.length) : url.replace(/^.*\/dist\//, '').replace(/^file:\/\//, '');
   return `${short}:${line + 1}`;
 }
 
@@ -34,7 +35,10 @@ function where(url: string, line: number): string {
  * Top `n` functions by self time over one or more profiles (a process's main thread and its worker
  * threads each write one), summed; idle and program time (an event loop waiting) are left out.
  */
-export async function topSelfTime(files: string | readonly string[], n: number): Promise<{ top: SelfTime[]; totalMs: number }> {
+export async function topSelfTime(
+  files: string | readonly string[],
+  n: number,
+): Promise<{ top: SelfTime[]; totalMs: number }> {
   const selfUs = new Map<string, number>();
   let totalUs = 0;
   for (const file of typeof files === 'string' ? [files] : files) {

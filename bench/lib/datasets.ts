@@ -98,13 +98,23 @@ export async function ensureDataset(
     onProgress: (done: number, bytes: number) => {
       if (done - reported >= 10_000) {
         reported = done;
-        log(`  ${name}: ${done.toLocaleString('en')} of ${documents.toLocaleString('en')} documents, ${(bytes / 1e6).toFixed(0)} MB`);
+        log(
+          `  ${name}: ${done.toLocaleString('en')} of ${documents.toLocaleString('en')} documents, ${(bytes / 1e6).toFixed(0)} MB`,
+        );
       }
     },
   });
-  if (!loaded.skipped) log(`  ${name}: ${documents.toLocaleString('en')} documents loaded in ${(loaded.ms / 1000).toFixed(1)} s`);
+  if (!loaded.skipped)
+    log(`  ${name}: ${documents.toLocaleString('en')} documents loaded in ${(loaded.ms / 1000).toFixed(1)} s`);
   const [row] = await sql<{ exported: number; generated: number }[]>`
     SELECT count(*) FILTER (WHERE status = 1 AND type <> 'category')::int AS exported, count(*)::int AS generated
     FROM documents WHERE book_id = ${bookId}`;
-  return { name, slug, bookId, generated: row!.generated, exported: row!.exported, loadMs: loaded.skipped ? 0 : loaded.ms };
+  return {
+    name,
+    slug,
+    bookId,
+    generated: row!.generated,
+    exported: row!.exported,
+    loadMs: loaded.skipped ? 0 : loaded.ms,
+  };
 }

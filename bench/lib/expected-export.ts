@@ -23,7 +23,10 @@ const orDefault = (s: string | null | undefined, def: string) => (s === null || 
  * type) is the caller's business. Written from the spec, not from the server's encoder, so tests can
  * hold the server to it.
  */
-export function exportedDocument(d: SeedDocument, mediaPrefix: string | null = DEFAULT_MEDIA_PREFIX): Record<string, unknown> {
+export function exportedDocument(
+  d: SeedDocument,
+  mediaPrefix: string | null = DEFAULT_MEDIA_PREFIX,
+): Record<string, unknown> {
   const prefix = mediaPrefix === null ? null : normalizeMediaPrefix(mediaPrefix);
   const coverUrl = orNull(d.cover?.url);
   const html = orNull(d.contentHtml);
@@ -39,7 +42,10 @@ export function exportedDocument(d: SeedDocument, mediaPrefix: string | null = D
     cover:
       coverUrl === null
         ? null
-        : { url: prefix === null ? coverUrl : rewriteMediaUrl(coverUrl, prefix), position: orDefault(d.cover?.position, 'center') },
+        : {
+            url: prefix === null ? coverUrl : rewriteMediaUrl(coverUrl, prefix),
+            position: orDefault(d.cover?.position, 'center'),
+          },
     tags: d.tags === null || d.tags === undefined || d.tags.length === 0 ? null : d.tags,
     themeId: orDefault(d.themeId, 'default'),
     backgroundThemeId: orDefault(d.backgroundThemeId, 'transparent'),
@@ -102,7 +108,7 @@ function exportedDocumentBytes(d: SeedDocument, mediaPrefix: string | null = DEF
 export function estimateExportBytes(
   opts: GeneratedBookOptions & { rewrite?: boolean; mediaPrefix?: string; onProgress?: (generated: number) => void },
 ): ExportEstimate {
-  const prefix = opts.rewrite === false ? null : opts.mediaPrefix ?? DEFAULT_MEDIA_PREFIX;
+  const prefix = opts.rewrite === false ? null : (opts.mediaPrefix ?? DEFAULT_MEDIA_PREFIX);
   const opening = `{"success":true,"book":${JSON.stringify(exportedBook(generatedBook(opts)))},"documents":[`;
   let bytes = Buffer.byteLength(opening);
   let count = 0;

@@ -27,9 +27,28 @@ type PendingQuery = { writable(): Promise<Writable>; reject?: (err: unknown) => 
 
 /** Columns written by COPY, in the order of SeedWriter's INSERT (src/load/seed-writer.ts). */
 const COPY_COLUMNS = [
-  'id', 'book_id', 'slug', 'name', 'type', 'parent_id', 'order_key', 'status', 'description', 'emoji_info',
-  'cover_url', 'cover_position', 'tags', 'theme_id', 'background_theme_id', 'body_font_size', 'created_at',
-  'updated_at', 'content_str', 'content_html', 'content_yjs', 'content_json',
+  'id',
+  'book_id',
+  'slug',
+  'name',
+  'type',
+  'parent_id',
+  'order_key',
+  'status',
+  'description',
+  'emoji_info',
+  'cover_url',
+  'cover_position',
+  'tags',
+  'theme_id',
+  'background_theme_id',
+  'body_font_size',
+  'created_at',
+  'updated_at',
+  'content_str',
+  'content_html',
+  'content_yjs',
+  'content_json',
 ] as const;
 
 const COPY_SPECIAL = /[\\\n\r\t\0]/;
@@ -81,28 +100,50 @@ function copyRow(bookId: string, d: SeedDocument, now: string): string {
   const yjs = d.contentYjs ? '\\\\x' + editorState(d.contentYjs).toString('hex') : NULL;
   const json = d.contentJson === null || d.contentJson === undefined ? NULL : copyText(JSON.stringify(d.contentJson));
   return (
-    copyText(d.id) + '\t' +
-    copyText(bookId) + '\t' +
-    copyText(d.slug) + '\t' +
-    copyText(d.name) + '\t' +
-    copyText(d.type) + '\t' +
-    field(d.parentId) + '\t' +
-    copyText(d.orderKey) + '\t' +
-    String(d.status) + '\t' +
-    field(d.description) + '\t' +
-    field(d.emojiInfo) + '\t' +
-    field(d.cover?.url) + '\t' +
-    field(d.cover?.position) + '\t' +
-    (d.tags === null || d.tags === undefined ? NULL : copyText(pgTextArray(d.tags))) + '\t' +
-    field(d.themeId) + '\t' +
-    field(d.backgroundThemeId) + '\t' +
-    field(d.bodyFontSize || null) + '\t' +
-    field(d.createdAt ?? now) + '\t' +
-    field(d.updatedAt ?? now) + '\t' +
-    field(d.contentStr) + '\t' +
-    field(d.contentHtml) + '\t' +
-    yjs + '\t' +
-    json + '\n'
+    copyText(d.id) +
+    '\t' +
+    copyText(bookId) +
+    '\t' +
+    copyText(d.slug) +
+    '\t' +
+    copyText(d.name) +
+    '\t' +
+    copyText(d.type) +
+    '\t' +
+    field(d.parentId) +
+    '\t' +
+    copyText(d.orderKey) +
+    '\t' +
+    String(d.status) +
+    '\t' +
+    field(d.description) +
+    '\t' +
+    field(d.emojiInfo) +
+    '\t' +
+    field(d.cover?.url) +
+    '\t' +
+    field(d.cover?.position) +
+    '\t' +
+    (d.tags === null || d.tags === undefined ? NULL : copyText(pgTextArray(d.tags))) +
+    '\t' +
+    field(d.themeId) +
+    '\t' +
+    field(d.backgroundThemeId) +
+    '\t' +
+    field(d.bodyFontSize || null) +
+    '\t' +
+    field(d.createdAt ?? now) +
+    '\t' +
+    field(d.updatedAt ?? now) +
+    '\t' +
+    field(d.contentStr) +
+    '\t' +
+    field(d.contentHtml) +
+    '\t' +
+    yjs +
+    '\t' +
+    json +
+    '\n'
   );
 }
 
@@ -242,7 +283,12 @@ interface LoadGeneratedResult {
  * Creates user `userId` and its API key `apiKey` unless they exist. Throws when the key belongs to
  * another user, is revoked or expired, or its id is taken.
  */
-export async function ensureOwner(tx: postgres.TransactionSql, userId: string, apiKey: string, userName = userId): Promise<void> {
+export async function ensureOwner(
+  tx: postgres.TransactionSql,
+  userId: string,
+  apiKey: string,
+  userName = userId,
+): Promise<void> {
   await tx`INSERT INTO users (id, name) VALUES (${userId}, ${userName}) ON CONFLICT (id) DO NOTHING`;
   const hash = hashApiKey(apiKey);
   await tx`
@@ -252,7 +298,8 @@ export async function ensureOwner(tx: postgres.TransactionSql, userId: string, a
   const [key] = await tx<{ ok: boolean }[]>`
     SELECT user_id = ${userId} AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()) AS ok
     FROM api_keys WHERE key_hash = ${hash}`;
-  if (!key?.ok) throw new Error(`user "${userId}": the API key exists for another user, is revoked or expired, or its id is taken`);
+  if (!key?.ok)
+    throw new Error(`user "${userId}": the API key exists for another user, is revoked or expired, or its id is taken`);
 }
 
 /**
@@ -280,11 +327,16 @@ export async function loadGenerated(sql: Sql, opts: LoadGeneratedOptions): Promi
       FROM books b WHERE id = ${opts.bookId} FOR UPDATE`;
     if (have) {
       const same =
-        have.owner_id === opts.userId && have.slug === opts.bookSlug && have.description === book.description && have.n === documents;
+        have.owner_id === opts.userId &&
+        have.slug === opts.bookSlug &&
+        have.description === book.description &&
+        have.n === documents;
       if (same) return { skipped: true, documents, bytes: 0 };
       if (!opts.replace) {
         const what = `${have.description ?? 'no description'}, ${have.n} documents`;
-        throw new Error(`loadGenerated: book "${opts.bookId}" exists with other data (${what}); pass replace to reload it`);
+        throw new Error(
+          `loadGenerated: book "${opts.bookId}" exists with other data (${what}); pass replace to reload it`,
+        );
       }
       await tx`DELETE FROM books WHERE id = ${opts.bookId}`;
     }
@@ -292,7 +344,12 @@ export async function loadGenerated(sql: Sql, opts: LoadGeneratedOptions): Promi
       INSERT INTO books (id, owner_id, slug, name, description, cover_image, created_at, updated_at)
       VALUES (${book.id}, ${book.ownerId}, ${book.slug}, ${book.name}, ${book.description ?? null}, ${book.coverImage ?? null},
               ${book.createdAt!}, ${book.updatedAt!})`;
-    const copied = await copyDocuments(tx, opts.bookId, generateDocuments({ bookId: opts.bookId, documents, seed }), opts.onProgress);
+    const copied = await copyDocuments(
+      tx,
+      opts.bookId,
+      generateDocuments({ bookId: opts.bookId, documents, seed }),
+      opts.onProgress,
+    );
     return { skipped: false, documents: copied.documents, bytes: copied.bytes };
   });
   const after = opts.afterLoad ?? 'vacuum';

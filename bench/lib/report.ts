@@ -77,11 +77,14 @@ export function renderReport(r: Report, optimisations: string): string {
   if (r.profile) {
     out.push('## Where the time goes');
     out.push('');
-    out.push(`${r.profile.what}: ${(r.profile.totalMs / 1000).toFixed(1)} s of CPU in the server (idle left out). Top functions by self time:`);
+    out.push(
+      `${r.profile.what}: ${(r.profile.totalMs / 1000).toFixed(1)} s of CPU in the server (idle left out). Top functions by self time:`,
+    );
     out.push('');
     out.push('| Self time | Share | Function |');
     out.push('|---:|---:|---|');
-    for (const t of r.profile.top) out.push(`| ${t.ms.toFixed(0)} ms | ${(t.share * 100).toFixed(1)} % | \`${cell(t.fn)}\` |`);
+    for (const t of r.profile.top)
+      out.push(`| ${t.ms.toFixed(0)} ms | ${(t.share * 100).toFixed(1)} % | \`${cell(t.fn)}\` |`);
     out.push('');
   }
   out.push(optimisations.trim());

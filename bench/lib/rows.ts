@@ -89,7 +89,10 @@ export function rowFromValues(v: DocumentValues): DocumentRow {
  */
 export function stagedRow(row: DocumentRow, prefix: string): { coverUrl: Buffer | null; html: ContentHtmlJson } {
   const cover = row[DOC.coverUrl];
-  const coverUrl = cover === null || cover.length === 0 ? null : Buffer.from(JSON.stringify(rewriteMediaUrl(cover.toString('utf8'), prefix)));
+  const coverUrl =
+    cover === null || cover.length === 0
+      ? null
+      : Buffer.from(JSON.stringify(rewriteMediaUrl(cover.toString('utf8'), prefix)));
   const text = row[DOC.contentHtml];
   if (text === null || !jsonHtmlMayNeedRewrite(text)) return { coverUrl, html: text };
   return { coverUrl, html: planSplice(text, planContentHtml(text, prefix), jsonPrefixBytes(prefix)) };

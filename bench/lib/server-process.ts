@@ -92,7 +92,8 @@ async function startOnce(opts: ServerOptions): Promise<ServerProcess> {
     SERVER_JS,
   ];
   // Without coverage, without tap's hooks at all: they cost the server CPU and memory.
-  const [command, argv]: [string, string[]] = opts.coverage === false ? untracked([process.execPath, ...args]) : [process.execPath, args];
+  const [command, argv]: [string, string[]] =
+    opts.coverage === false ? untracked([process.execPath, ...args]) : [process.execPath, args];
   const child = spawn(command, argv, {
     env: {
       ...process.env,

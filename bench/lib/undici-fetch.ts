@@ -9,7 +9,9 @@ import { pipeline } from 'node:stream/promises';
 import { Agent, request } from 'undici';
 
 const [list, dir, n] = process.argv.slice(2) as [string, string, string];
-const urls = readFileSync(list, 'utf8').split('\n').filter((u) => u !== '');
+const urls = readFileSync(list, 'utf8')
+  .split('\n')
+  .filter((u) => u !== '');
 const agent = new Agent({ connections: Number(n) });
 let next = 0;
 

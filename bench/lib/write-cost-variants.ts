@@ -15,8 +15,25 @@ const MIGRATIONS = path.join(ROOT, 'sql');
 
 /** Columns the export reads: sql/0003_export_version_random.sql compares exactly these. */
 const EXPORTED = [
-  'id', 'book_id', 'slug', 'name', 'type', 'parent_id', 'order_key', 'status', 'description', 'emoji_info', 'cover_url',
-  'cover_position', 'tags', 'theme_id', 'background_theme_id', 'body_font_size', 'created_at', 'updated_at', 'content_str',
+  'id',
+  'book_id',
+  'slug',
+  'name',
+  'type',
+  'parent_id',
+  'order_key',
+  'status',
+  'description',
+  'emoji_info',
+  'cover_url',
+  'cover_position',
+  'tags',
+  'theme_id',
+  'background_theme_id',
+  'body_font_size',
+  'created_at',
+  'updated_at',
+  'content_str',
   'content_html',
 ];
 const row = (alias: string) => `(${EXPORTED.map((c) => `${alias}.${c}`).join(', ')})`;
@@ -58,8 +75,19 @@ export interface Variant {
 export const VARIANTS: Variant[] = [
   { name: 'none', what: 'no trigger (migrations up to 0001)', upTo: 1, autosaveBumps: null },
   { name: '0002', what: 'counter, every document write bumps (up to 0002)', upTo: 2, autosaveBumps: true },
-  { name: '0003', what: 'random, row-level UPDATE OF exported columns WHEN they differ (up to 0003)', upTo: 3, autosaveBumps: false },
-  { name: '0003-stmt', what: '0003 with a statement-level UPDATE trigger comparing every row', upTo: 3, extraSql: STATEMENT_LEVEL_SQL, autosaveBumps: false },
+  {
+    name: '0003',
+    what: 'random, row-level UPDATE OF exported columns WHEN they differ (up to 0003)',
+    upTo: 3,
+    autosaveBumps: false,
+  },
+  {
+    name: '0003-stmt',
+    what: '0003 with a statement-level UPDATE trigger comparing every row',
+    upTo: 3,
+    extraSql: STATEMENT_LEVEL_SQL,
+    autosaveBumps: false,
+  },
   {
     name: '0006',
     what: '0003 plus the change tracking for deltas: changed_xid set by a BEFORE UPDATE OF … WHEN trigger and indexed, removals recorded (up to 0006)',

@@ -51,9 +51,13 @@ async function readState(o: ChangesOptions): Promise<string | null> {
   } catch {
     s = null;
   }
-  if (typeof s?.token !== 'string' || s.token === '') throw new BackupError(`${o.state} is not a state file of kb-export changes`, 2);
+  if (typeof s?.token !== 'string' || s.token === '')
+    throw new BackupError(`${o.state} is not a state file of kb-export changes`, 2);
   if (s.book !== o.book || s.includeCategories !== o.includeCategories || s.html !== o.html) {
-    throw new BackupError(`${o.state} was kept for other options (${JSON.stringify({ book: s.book, includeCategories: s.includeCategories, html: s.html })}): use another --state, or the same options`, 2);
+    throw new BackupError(
+      `${o.state} was kept for other options (${JSON.stringify({ book: s.book, includeCategories: s.includeCategories, html: s.html })}): use another --state, or the same options`,
+      2,
+    );
   }
   return s.token;
 }
@@ -99,9 +103,15 @@ function stdoutSink(onChunk: (chunk: Buffer) => Buffer[], onEnd: () => void): Wr
 }
 
 /** Runs the feed; resolves with the final line for standard error. Throws BackupError. */
-export async function runChanges(o: ChangesOptions, log: (line: string) => void, env: NodeJS.ProcessEnv = process.env): Promise<string> {
+export async function runChanges(
+  o: ChangesOptions,
+  log: (line: string) => void,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<string> {
   const key = await apiKey(o, env);
-  const url = new URL(exportUrl({ server: o.server, book: o.book, includeCategories: o.includeCategories, html: o.html }));
+  const url = new URL(
+    exportUrl({ server: o.server, book: o.book, includeCategories: o.includeCategories, html: o.html }),
+  );
   const since = await readState(o);
   if (since !== null) url.searchParams.set('changedSince', since);
   else if (!o.quiet) log(`no ${o.state} yet: every document as an upsert`);
@@ -109,7 +119,11 @@ export async function runChanges(o: ChangesOptions, log: (line: string) => void,
     let res;
     try {
       res = await request(url, {
-        headers: { authorization: `Bearer ${key}`, accept: 'application/x-ndjson', 'accept-encoding': acceptEncoding(null) },
+        headers: {
+          authorization: `Bearer ${key}`,
+          accept: 'application/x-ndjson',
+          'accept-encoding': acceptEncoding(null),
+        },
         headersTimeout: o.timeoutS * 1000,
         bodyTimeout: o.timeoutS * 1000,
       });
@@ -126,7 +140,8 @@ export async function runChanges(o: ChangesOptions, log: (line: string) => void,
       );
     }
     if ([400, 401, 404].includes(r.status)) throw new BackupError(`the server refused the changes: ${why}`, 3);
-    if ((r.status !== 429 && r.status !== 503) || attempt >= o.retries) throw new BackupError(`changes failed: ${why}; ${o.state} was left as it was`, 1);
+    if ((r.status !== 429 && r.status !== 503) || attempt >= o.retries)
+      throw new BackupError(`changes failed: ${why}; ${o.state} was left as it was`, 1);
     const waitS = Math.min(r.retryAfterS ?? 2 ** attempt, 60);
     if (!o.quiet) log(`${why}; retrying in ${waitS} s`);
     await sleep(waitS * 1000);
@@ -169,7 +184,11 @@ async function feed(o: ChangesOptions, res: Awaited<ReturnType<typeof request>>,
   const ignore = () => {};
   process.stdout.on('error', ignore);
   try {
-    await pipeline(res.body, decoder((header(res.headers['content-encoding']) ?? 'identity').trim().toLowerCase()), sink);
+    await pipeline(
+      res.body,
+      decoder((header(res.headers['content-encoding']) ?? 'identity').trim().toLowerCase()),
+      sink,
+    );
   } catch (err) {
     res.body.destroy();
     throw new BackupError(
@@ -182,7 +201,10 @@ async function feed(o: ChangesOptions, res: Awaited<ReturnType<typeof request>>,
   try {
     await writeState(o, token);
   } catch (err) {
-    throw new BackupError(`every change was written, but ${o.state} could not be (${(err as Error).message}): the next run sends them again`, 1);
+    throw new BackupError(
+      `every change was written, but ${o.state} could not be (${(err as Error).message}): the next run sends them again`,
+      1,
+    );
   }
   return `changes: ${upserts} upserts and ${removals} removals${first ? ' (a full read)' : ''}; ${o.state} moved on`;
 }

@@ -60,7 +60,16 @@ export interface WrittenFile {
  * the file's, and `fromServer` the file's compression when it holds the server's bytes.
  */
 export type AttemptResult =
-  | { kind: 'written'; documents: number; bytes: number; fileBytes: number; fromServer: FileEncoding | null; etag: string | null; delta?: DeltaSummary; file?: WrittenFile }
+  | {
+      kind: 'written';
+      documents: number;
+      bytes: number;
+      fileBytes: number;
+      fromServer: FileEncoding | null;
+      etag: string | null;
+      delta?: DeltaSummary;
+      file?: WrittenFile;
+    }
   | { kind: 'unchanged'; etag: string }
   | { kind: 'refused'; status: number; code: string; message: string; retryAfterS: number | null }
   | { kind: 'broken'; reason: string; cut?: CutExport }
@@ -78,7 +87,8 @@ export function acceptEncoding(file: FileEncoding | null): string {
 export function decoder(encoding: string): Transform {
   if (encoding === 'gzip') return zlib.createGunzip({ chunkSize: 64 * 1024 });
   if (encoding === 'br') return zlib.createBrotliDecompress({ chunkSize: 64 * 1024 });
-  if (encoding === 'zstd' && hasZstd()) return (zlib as unknown as { createZstdDecompress(): Transform }).createZstdDecompress();
+  if (encoding === 'zstd' && hasZstd())
+    return (zlib as unknown as { createZstdDecompress(): Transform }).createZstdDecompress();
   return new PassThrough();
 }
 
@@ -139,7 +149,10 @@ export async function refusal(res: Dispatcher.ResponseData): Promise<Extract<Att
 }
 
 /** What of a cut body the next attempt can resume from: the partial file, with a change token to make it one snapshot. */
-async function keptCut(output: { abort(): Promise<void>; keepPartial(): Promise<string | null> }, res: Dispatcher.ResponseData): Promise<{ cut?: CutExport }> {
+async function keptCut(
+  output: { abort(): Promise<void>; keepPartial(): Promise<string | null> },
+  res: Dispatcher.ResponseData,
+): Promise<{ cut?: CutExport }> {
   const token = header(res.headers['export-change-token']);
   if (!token) {
     await output.abort();
@@ -219,6 +232,19 @@ export async function attemptBackup(o: AttemptOptions): Promise<AttemptResult> {
     return { kind: 'unwritable', reason: (err as Error).message };
   }
   const sha256 = output.sha256();
-  const file = sha256 === null ? {} : { file: { sha256, changeToken: token ?? null, mediaPrefix: header(res.headers['export-media-prefix']) ?? null } };
-  return { kind: 'written', documents: verdict.documents, bytes, fileBytes: output.written(), fromServer: asSent ? fileEncoding : null, etag, ...file };
+  const file =
+    sha256 === null
+      ? {}
+      : {
+          file: { sha256, changeToken: token ?? null, mediaPrefix: header(res.headers['export-media-prefix']) ?? null },
+        };
+  return {
+    kind: 'written',
+    documents: verdict.documents,
+    bytes,
+    fileBytes: output.written(),
+    fromServer: asSent ? fileEncoding : null,
+    etag,
+    ...file,
+  };
 }

@@ -15,7 +15,8 @@ import { parser } from 'stream-json';
 import { pick } from 'stream-json/filters/pick.js';
 import { streamValues } from 'stream-json/streamers/stream-values.js';
 
-type ExportRecord = { kind: 'book'; book: Record<string, unknown> } | { kind: 'document'; document: Record<string, unknown> };
+type ExportRecord =
+  { kind: 'book'; book: Record<string, unknown> } | { kind: 'document'; document: Record<string, unknown> };
 
 type ZstdZlib = typeof zlib & { createZstdDecompress?: () => Transform };
 
@@ -71,7 +72,8 @@ export async function* readExport(file: string, ndjson = isNdjsonFile(file)): As
       if (n++ === 0) {
         if (record.success !== true) throw new Error(`${file} ${NOT_AN_EXPORT} on its first line`);
         success = true;
-        if (typeof record.book !== 'object' || record.book === null) throw new Error(`${file}: the first line has no "book"`);
+        if (typeof record.book !== 'object' || record.book === null)
+          throw new Error(`${file}: the first line has no "book"`);
         yield* take(record.book as Record<string, unknown>, 'book');
       } else if ('meta' in record) yield* take(record.meta as Record<string, unknown>, 'meta');
       else yield* take(record, 'document');
@@ -79,15 +81,19 @@ export async function* readExport(file: string, ndjson = isNdjsonFile(file)): As
   } else {
     const values = streamValues.asStream();
     // Any stage's error (a file that is not JSON, a cut gzip stream) ends the iteration with it.
-    pipeline(decompressed(file), parser.asStream(), pick.asStream({ filter: /^(?:success|book|meta|documents\.\d+)$/ }), values).catch((err: Error) =>
-      values.destroy(err),
-    );
+    pipeline(
+      decompressed(file),
+      parser.asStream(),
+      pick.asStream({ filter: /^(?:success|book|meta|documents\.\d+)$/ }),
+      values,
+    ).catch((err: Error) => values.destroy(err));
     for await (const { value } of values as AsyncIterable<{ value: Record<string, unknown> | boolean }>) {
       // pick passes the values in file order: success, the book, the documents, then meta.
       if (!success) {
         if (value !== true) throw new Error(`${file} ${NOT_AN_EXPORT}`);
         success = true;
-      } else if (typeof value !== 'object' || value === null) throw new Error(`${file}: a book, document or meta that is not an object`);
+      } else if (typeof value !== 'object' || value === null)
+        throw new Error(`${file}: a book, document or meta that is not an object`);
       else if (!book) yield* take(value, 'book');
       else if (count === null && 'count' in value && !('id' in value)) yield* take(value, 'meta');
       else yield* take(value, 'document');

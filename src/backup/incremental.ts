@@ -57,7 +57,10 @@ export interface SpooledDelta {
 
 /** Runs one attempt. Connection and write errors come back as `broken` and `unwritable`, never thrown. */
 export async function attemptIncremental(o: IncrementalOptions): Promise<IncrementalResult> {
-  const spool = path.join(path.dirname(path.resolve(o.out)), `.${path.basename(o.out)}.${randomBytes(4).toString('hex')}.delta.tmp`);
+  const spool = path.join(
+    path.dirname(path.resolve(o.out)),
+    `.${path.basename(o.out)}.${randomBytes(4).toString('hex')}.delta.tmp`,
+  );
   try {
     const delta = await spoolDelta(o, spool);
     if (delta.kind !== 'spooled') return delta;
@@ -90,7 +93,10 @@ export async function spoolDelta(
   }
   if (res.statusCode === 410 || res.statusCode === 400) {
     const r = await refusal(res);
-    return { kind: 'fallback', why: `the server cannot answer changes since the kept token (${r.status} ${r.code}: ${r.message}): a full export` };
+    return {
+      kind: 'fallback',
+      why: `the server cannot answer changes since the kept token (${r.status} ${r.code}: ${r.message}): a full export`,
+    };
   }
   if (res.statusCode !== 200) return refusal(res);
   const token = header(res.headers['export-change-token']);
@@ -103,7 +109,15 @@ export async function spoolDelta(
     return new OutputError(`cannot write beside ${o.out}: ${err.message}`);
   });
   if (handle instanceof OutputError) return { kind: 'unwritable', reason: handle.message };
-  const delta: SpooledDelta = { book: Buffer.alloc(0), token, mediaPrefix: header(res.headers['export-media-prefix']) ?? null, drop: new Set(), changed: 0, removed: 0, bytes: 0 };
+  const delta: SpooledDelta = {
+    book: Buffer.alloc(0),
+    token,
+    mediaPrefix: header(res.headers['export-media-prefix']) ?? null,
+    drop: new Set(),
+    changed: 0,
+    removed: 0,
+    bytes: 0,
+  };
   let last: RawDocument | null = null;
   let lines: Buffer[] = [];
   const splitter = new RawExportSplitter(o.format, {
@@ -112,7 +126,8 @@ export async function spoolDelta(
     },
     document: (raw) => {
       const d = rawDocument(raw);
-      if (last !== null && !before(last, d)) throw new RawSplitError(`the delta's documents are out of export order at ${d.id}`);
+      if (last !== null && !before(last, d))
+        throw new RawSplitError(`the delta's documents are out of export order at ${d.id}`);
       last = d;
       delta.drop.add(d.id);
       delta.changed++;
@@ -127,7 +142,8 @@ export async function spoolDelta(
     write(chunk: Buffer, _enc, cb) {
       try {
         splitter.write(chunk);
-        if (delta.drop.size > MAX_DELTA_IDS) throw new Fallback(`the delta holds more than ${MAX_DELTA_IDS} changes: a full export`);
+        if (delta.drop.size > MAX_DELTA_IDS)
+          throw new Fallback(`the delta holds more than ${MAX_DELTA_IDS} changes: a full export`);
       } catch (err) {
         cb(err as Error);
         return;
@@ -135,12 +151,17 @@ export async function spoolDelta(
       const out = lines;
       lines = [];
       if (out.length === 0) cb();
-      else writeAll(handle, out).then(() => cb(), (err: Error) => cb(new OutputError(`cannot write beside ${o.out}: ${err.message}`)));
+      else
+        writeAll(handle, out).then(
+          () => cb(),
+          (err: Error) => cb(new OutputError(`cannot write beside ${o.out}: ${err.message}`)),
+        );
     },
     final(cb) {
       try {
         const count = splitter.end();
-        if (count !== delta.changed) throw new RawSplitError(`meta.count is ${count} but ${delta.changed} documents arrived`);
+        if (count !== delta.changed)
+          throw new RawSplitError(`meta.count is ${count} but ${delta.changed} documents arrived`);
         cb();
       } catch (err) {
         cb(err as Error);
@@ -152,7 +173,12 @@ export async function spoolDelta(
     o.onBytes?.(n);
   });
   try {
-    await pipeline(res.body, decoder((header(res.headers['content-encoding']) ?? 'identity').trim().toLowerCase()), count, sink);
+    await pipeline(
+      res.body,
+      decoder((header(res.headers['content-encoding']) ?? 'identity').trim().toLowerCase()),
+      count,
+      sink,
+    );
     await handle.sync();
   } catch (err) {
     res.body.destroy();
@@ -197,7 +223,12 @@ export async function mergeDelta(
     drop: (id) => delta.drop.has(id),
   });
   try {
-    await pipeline(Readable.from(body), counter((n) => (bytes = n)), teeTo(verifier, verified), ...output.stages);
+    await pipeline(
+      Readable.from(body),
+      counter((n) => (bytes = n)),
+      teeTo(verifier, verified),
+      ...output.stages,
+    );
   } catch (err) {
     await output.abort();
     if (err instanceof OutputError) return { kind: 'unwritable', reason: err.message };

@@ -117,7 +117,8 @@ export class JsonScanner {
   }
 
   private close(isObject: boolean, at: number): void {
-    if (this.depth === 0 || this.stack[this.depth - 1] !== (isObject ? 1 : 0)) this.fail(`unexpected ${isObject ? '}' : ']'}`, at);
+    if (this.depth === 0 || this.stack[this.depth - 1] !== (isObject ? 1 : 0))
+      this.fail(`unexpected ${isObject ? '}' : ']'}`, at);
     this.depth--;
     if (this.depth === 1) this.innerKey = null;
     if (this.depth === 0) this.topKey = null;
@@ -125,7 +126,13 @@ export class JsonScanner {
   }
 
   private endNumber(at: number): void {
-    if (this.numberState === N_MINUS || this.numberState === N_DOT || this.numberState === N_E || this.numberState === N_ESIGN) this.fail('an unfinished number', at);
+    if (
+      this.numberState === N_MINUS ||
+      this.numberState === N_DOT ||
+      this.numberState === N_E ||
+      this.numberState === N_ESIGN
+    )
+      this.fail('an unfinished number', at);
     if (this.capture !== null) {
       const text = this.capture.length <= NUMBER_CAPTURE ? String.fromCharCode(...this.capture) : null;
       this.capture = null;
@@ -190,7 +197,17 @@ export class JsonScanner {
           if (c === 0x75) {
             this.state = UNICODE;
             this.unicodeLeft = 4;
-          } else if (c === 0x22 || c === 0x5c || c === 0x2f || c === 0x62 || c === 0x66 || c === 0x6e || c === 0x72 || c === 0x74) this.state = STRING;
+          } else if (
+            c === 0x22 ||
+            c === 0x5c ||
+            c === 0x2f ||
+            c === 0x62 ||
+            c === 0x66 ||
+            c === 0x6e ||
+            c === 0x72 ||
+            c === 0x74
+          )
+            this.state = STRING;
           else this.fail('a bad escape', i);
           i++;
           continue;
@@ -203,7 +220,16 @@ export class JsonScanner {
           const s = this.numberState;
           if (isDigit(c)) {
             if (s === N_ZERO) this.fail('a leading zero', i);
-            this.numberState = s === N_MINUS ? (c === 0x30 ? N_ZERO : N_INT) : s === N_DOT ? N_FRAC : s === N_E || s === N_ESIGN ? N_EXP : s;
+            this.numberState =
+              s === N_MINUS
+                ? c === 0x30
+                  ? N_ZERO
+                  : N_INT
+                : s === N_DOT
+                  ? N_FRAC
+                  : s === N_E || s === N_ESIGN
+                    ? N_EXP
+                    : s;
           } else if (c === 0x2e && (s === N_ZERO || s === N_INT)) this.numberState = N_DOT;
           else if ((c === 0x65 || c === 0x45) && (s === N_ZERO || s === N_INT || s === N_FRAC)) this.numberState = N_E;
           else if ((c === 0x2b || c === 0x2d) && s === N_E) this.numberState = N_ESIGN;

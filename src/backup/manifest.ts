@@ -98,7 +98,11 @@ function headText(h: ManifestHead): string {
 }
 
 function entryText(e: MediaEntry): string {
-  return JSON.stringify(isKept(e) ? { path: e.path, url: e.url, bytes: e.bytes, sha256: e.sha256, contentType: e.contentType } : { path: e.path, url: e.url, missing: e.missing, status: e.status });
+  return JSON.stringify(
+    isKept(e)
+      ? { path: e.path, url: e.url, bytes: e.bytes, sha256: e.sha256, contentType: e.contentType }
+      : { path: e.path, url: e.url, missing: e.missing, status: e.status },
+  );
 }
 
 /** A file written in pieces under a temporary name beside its final one. */
@@ -249,7 +253,9 @@ const isHex64 = (v: unknown): v is string => typeof v === 'string' && /^[0-9a-f]
 const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 
 /** The manifest's head and summary, or null when there is no manifest. Throws ManifestError for one that is not a manifest of this version. */
-export async function readManifestHead(out: string): Promise<{ head: ManifestHead; summary: MediaSummary | null } | null> {
+export async function readManifestHead(
+  out: string,
+): Promise<{ head: ManifestHead; summary: MediaSummary | null } | null> {
   const file = manifestFileOf(out);
   if ((await stat(file).catch(() => null)) === null) return null;
   const values = new Map<string, unknown>();
@@ -268,24 +274,53 @@ export async function readManifestHead(out: string): Promise<{ head: ManifestHea
   const options = v.options as Record<string, unknown> | null;
   const exp = v.export as Record<string, unknown> | null;
   if (typeof v.book !== 'string') throw bad('no book');
-  if (typeof options !== 'object' || options === null || (options.format !== 'json' && options.format !== 'ndjson') || typeof options.includeCategories !== 'boolean' || typeof options.html !== 'boolean') {
+  if (
+    typeof options !== 'object' ||
+    options === null ||
+    (options.format !== 'json' && options.format !== 'ndjson') ||
+    typeof options.includeCategories !== 'boolean' ||
+    typeof options.html !== 'boolean'
+  ) {
     throw bad('no options');
   }
-  if (typeof exp !== 'object' || exp === null || typeof exp.file !== 'string' || !isCount(exp.bytes) || !isHex64(exp.sha256) || !isCount(exp.documents)) throw bad('no export entry');
+  if (
+    typeof exp !== 'object' ||
+    exp === null ||
+    typeof exp.file !== 'string' ||
+    !isCount(exp.bytes) ||
+    !isHex64(exp.sha256) ||
+    !isCount(exp.documents)
+  )
+    throw bad('no export entry');
   const nullableString = (x: unknown) => x === null || typeof x === 'string';
-  if (!nullableString(v.changeToken) || !nullableString(v.etag) || !nullableString(v.mediaPrefix) || !nullableString(v.mediaDir)) throw bad('a bad changeToken, etag, mediaPrefix or mediaDir');
+  if (
+    !nullableString(v.changeToken) ||
+    !nullableString(v.etag) ||
+    !nullableString(v.mediaPrefix) ||
+    !nullableString(v.mediaDir)
+  )
+    throw bad('a bad changeToken, etag, mediaPrefix or mediaDir');
   const summary = v.summary as Record<string, unknown> | undefined;
   const head: ManifestHead = {
     book: v.book,
     options: { format: options.format, includeCategories: options.includeCategories, html: options.html },
     changeToken: v.changeToken as string | null,
     etag: v.etag as string | null,
-    export: { file: exp.file, bytes: exp.bytes as number, sha256: exp.sha256 as string, documents: exp.documents as number },
+    export: {
+      file: exp.file,
+      bytes: exp.bytes as number,
+      sha256: exp.sha256 as string,
+      documents: exp.documents as number,
+    },
     mediaPrefix: v.mediaPrefix as string | null,
     mediaDir: v.mediaDir as string | null,
   };
   const totals =
-    typeof summary === 'object' && summary !== null && isCount(summary.files) && isCount(summary.bytes) && isCount(summary.missing)
+    typeof summary === 'object' &&
+    summary !== null &&
+    isCount(summary.files) &&
+    isCount(summary.bytes) &&
+    isCount(summary.missing)
       ? { files: summary.files, bytes: summary.bytes, missing: summary.missing }
       : null;
   return { head, summary: totals };
@@ -296,10 +331,19 @@ function entryOf(value: unknown): MediaEntry | string {
   if (typeof value !== 'object' || value === null) return 'not an object';
   const e = value as Record<string, unknown>;
   if (typeof e.url !== 'string') return 'no url';
-  if (typeof e.path === 'string' && isHex64(e.sha256) && isCount(e.bytes) && (e.contentType === null || typeof e.contentType === 'string')) {
+  if (
+    typeof e.path === 'string' &&
+    isHex64(e.sha256) &&
+    isCount(e.bytes) &&
+    (e.contentType === null || typeof e.contentType === 'string')
+  ) {
     return { path: e.path, url: e.url, bytes: e.bytes, sha256: e.sha256, contentType: e.contentType };
   }
-  if ((e.path === null || typeof e.path === 'string') && typeof e.missing === 'string' && (e.status === null || isCount(e.status))) {
+  if (
+    (e.path === null || typeof e.path === 'string') &&
+    typeof e.missing === 'string' &&
+    (e.status === null || isCount(e.status))
+  ) {
     return { path: e.path, url: e.url, missing: e.missing, status: e.status };
   }
   return 'neither a file (path, bytes, sha256, contentType) nor a missing one (path, missing, status)';

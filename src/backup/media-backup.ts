@@ -18,7 +18,18 @@ import { Agent } from 'undici';
 import { apiKey, BackupError, runBackup } from './backup-command.js';
 import type { AttemptResult, WrittenFile } from './download.js';
 import { decompressed } from './export-reader.js';
-import { ManifestWriter, ManifestError, isKept, manifestEntries, readManifestHead, refOfEntry, manifestFileOf, sumsFileOf, type ManifestHead, type MediaEntry } from './manifest.js';
+import {
+  ManifestWriter,
+  ManifestError,
+  isKept,
+  manifestEntries,
+  readManifestHead,
+  refOfEntry,
+  manifestFileOf,
+  sumsFileOf,
+  type ManifestHead,
+  type MediaEntry,
+} from './manifest.js';
 import { fetchMedia, type MediaFetchOptions } from './media-fetch.js';
 import { compareRefs, keyCompare, MediaUrls, type MediaRef } from './media-path.js';
 import { mediaScanner } from './media-scan.js';
@@ -53,17 +64,30 @@ export const MAX_MEDIA_CONCURRENCY = 64;
  * (media options without a file, PATH inside DIR), 1 when the manifest or DIR cannot be written
  * (the export itself is saved), and whatever runBackup throws.
  */
-export async function runFileBackup(o: FileBackupOptions, log: (line: string) => void, env: NodeJS.ProcessEnv = process.env): Promise<FileBackupOutcome> {
-  if (o.mediaDir !== undefined && o.out === '-') throw new BackupError('--media-dir needs a file (--out PATH): the media URLs are read back from it', 2);
+export async function runFileBackup(
+  o: FileBackupOptions,
+  log: (line: string) => void,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<FileBackupOutcome> {
+  if (o.mediaDir !== undefined && o.out === '-')
+    throw new BackupError('--media-dir needs a file (--out PATH): the media URLs are read back from it', 2);
   if (o.mediaRefresh && o.mediaDir === undefined) throw new BackupError('--media-refresh goes with --media-dir', 2);
-  if (!Number.isSafeInteger(o.mediaConcurrency) || o.mediaConcurrency < 1 || o.mediaConcurrency > MAX_MEDIA_CONCURRENCY) {
+  if (
+    !Number.isSafeInteger(o.mediaConcurrency) ||
+    o.mediaConcurrency < 1 ||
+    o.mediaConcurrency > MAX_MEDIA_CONCURRENCY
+  ) {
     throw new BackupError(`--media-concurrency must be 1 to ${MAX_MEDIA_CONCURRENCY}`, 2);
   }
   if (o.mediaTimeoutS < 1) throw new BackupError('--media-timeout must be at least 1 second', 2);
   if (o.mediaDir !== undefined) {
     const dir = path.resolve(o.mediaDir);
     const out = path.resolve(o.out);
-    if (out === dir || out.startsWith(dir + path.sep)) throw new BackupError(`--out ${o.out} is inside --media-dir ${o.mediaDir}: a media path could name it; keep the export beside the folder`, 2);
+    if (out === dir || out.startsWith(dir + path.sep))
+      throw new BackupError(
+        `--out ${o.out} is inside --media-dir ${o.mediaDir}: a media path could name it; keep the export beside the folder`,
+        2,
+      );
   }
   let written: Written | null = null;
   const line = await runBackup({ ...o, onWritten: (r) => (written = r) }, log, env);
@@ -81,7 +105,13 @@ interface MediaStats {
   reused: number;
 }
 
-async function keepBeside(o: FileBackupOptions, w: Written, file: WrittenFile, key: string, log: (line: string) => void): Promise<FileBackupOutcome> {
+async function keepBeside(
+  o: FileBackupOptions,
+  w: Written,
+  file: WrittenFile,
+  key: string,
+  log: (line: string) => void,
+): Promise<FileBackupOutcome> {
   const started = Date.now();
   const names = `${manifestFileOf(o.out)} and ${sumsFileOf(o.out)}`;
   const previous = await readManifestHead(o.out).catch((err: Error) => {
@@ -89,10 +119,14 @@ async function keepBeside(o: FileBackupOptions, w: Written, file: WrittenFile, k
     return null;
   });
   // Unchanged content keeps its bytes: a token or ETag of the same file is not news.
-  const same = previous !== null && previous.head.export.sha256 === file.sha256 && previous.head.export.bytes === w.fileBytes;
+  const same =
+    previous !== null && previous.head.export.sha256 === file.sha256 && previous.head.export.bytes === w.fileBytes;
   const folder = path.dirname(path.resolve(o.out));
   const noPrefix = o.mediaDir !== undefined && file.mediaPrefix === null;
-  const mediaDir = o.mediaDir === undefined || noPrefix ? null : path.relative(folder, path.resolve(o.mediaDir)).split(path.sep).join('/');
+  const mediaDir =
+    o.mediaDir === undefined || noPrefix
+      ? null
+      : path.relative(folder, path.resolve(o.mediaDir)).split(path.sep).join('/');
   const head: ManifestHead = {
     book: o.book,
     options: { format: o.format, includeCategories: o.includeCategories, html: o.html },
@@ -112,17 +146,26 @@ async function keepBeside(o: FileBackupOptions, w: Written, file: WrittenFile, k
   let changed: { manifest: boolean; sums: boolean };
   try {
     if (mediaDir !== null) {
-      const reuse = previous !== null && previous.head.mediaDir === mediaDir && previous.head.mediaPrefix === file.mediaPrefix && !o.mediaRefresh;
+      const reuse =
+        previous !== null &&
+        previous.head.mediaDir === mediaDir &&
+        previous.head.mediaPrefix === file.mediaPrefix &&
+        !o.mediaRefresh;
       stats = await saveMedia(o, file.mediaPrefix!, key, reuse, writer, log);
     }
     changed = await writer.commit();
   } catch (err) {
     await writer.abort();
     if (err instanceof BackupError) throw err;
-    const what = err instanceof MediaStoreError ? err.message : `${names} could not be written: ${(err as Error).message}`;
+    const what =
+      err instanceof MediaStoreError ? err.message : `${names} could not be written: ${(err as Error).message}`;
     throw new BackupError(`the export was saved, but ${what}`, 1);
   }
-  if (noPrefix) throw new BackupError(`the export was saved, but the server sent no Export-Media-Prefix (a kb-export before D13.3): its media cannot be told apart, none were saved`, 1);
+  if (noPrefix)
+    throw new BackupError(
+      `the export was saved, but the server sent no Export-Media-Prefix (a kb-export before D13.3): its media cannot be told apart, none were saved`,
+      1,
+    );
   const kept = changed.manifest || changed.sums ? 'written' : 'unchanged';
   if (mediaDir === null) return { line: `${names} ${kept}`, missing: null };
   const t = writer.totals();
@@ -130,7 +173,10 @@ async function keepBeside(o: FileBackupOptions, w: Written, file: WrittenFile, k
   const line =
     `media: ${t.files} files, ${t.bytes} bytes in ${o.mediaDir} (${stats.fetched} fetched, ${stats.fetchedBytes} bytes; ${stats.reused} already there), ` +
     `${t.missing} missing, in ${seconds} s; ${names} ${kept}`;
-  const missing = t.missing === 0 ? null : `the export was saved, but ${t.missing} media ${t.missing === 1 ? 'is' : 'are'} missing (listed in ${manifestFileOf(o.out)} with why)`;
+  const missing =
+    t.missing === 0
+      ? null
+      : `the export was saved, but ${t.missing} media ${t.missing === 1 ? 'is' : 'are'} missing (listed in ${manifestFileOf(o.out)} with why)`;
   return { line, missing };
 }
 
@@ -175,12 +221,22 @@ class PreviousEntries {
   }
 }
 
-async function saveMedia(o: FileBackupOptions, prefix: string, key: string, reuse: boolean, writer: ManifestWriter, log: (line: string) => void): Promise<MediaStats> {
+async function saveMedia(
+  o: FileBackupOptions,
+  prefix: string,
+  key: string,
+  reuse: boolean,
+  writer: ManifestWriter,
+  log: (line: string) => void,
+): Promise<MediaStats> {
   let media: MediaUrls;
   try {
     media = new MediaUrls(prefix, o.server);
   } catch {
-    throw new BackupError(`the export was saved, but its Export-Media-Prefix "${prefix}" is no URL: no media were saved`, 1);
+    throw new BackupError(
+      `the export was saved, but its Export-Media-Prefix "${prefix}" is no URL: no media were saved`,
+      1,
+    );
   }
   const store = await MediaDir.open(o.mediaDir!);
   // What bounds memory here: one run of the spill (sorted-spill.ts), the media list's window of
@@ -201,18 +257,30 @@ async function saveMedia(o: FileBackupOptions, prefix: string, key: string, reus
   let lastReport = Date.now();
   const previous = new PreviousEntries(reuse ? manifestEntries(o.out)[Symbol.asyncIterator]() : null);
   try {
-    await pipeline(decompressed(o.out), mediaScanner(o.format, media, (url) => spill.add(media.refOf(url), 2 * url.length + 64)));
+    await pipeline(
+      decompressed(o.out),
+      mediaScanner(o.format, media, (url) => spill.add(media.refOf(url), 2 * url.length + 64)),
+    );
     const work = async function* () {
-      for await (const ref of spill.sorted()) yield { ref, before: ref.path === null ? null : await previous.find(ref) };
+      for await (const ref of spill.sorted())
+        yield { ref, before: ref.path === null ? null : await previous.find(ref) };
     };
-    await orderedPool(work(), o.mediaConcurrency, abort, ({ ref, before }) => saveOne(ref, before, media, store, fetchOptions, stats), async (entry) => {
-      await writer.add(entry);
-      done++;
-      if (o.quiet || Date.now() - lastReport < 5000) return;
-      lastReport = Date.now();
-      const t = writer.totals();
-      log(`media: ${done} done (${stats.fetched} fetched, ${(stats.fetchedBytes / 1e6).toFixed(1)} MB), ${t.missing} missing`);
-    });
+    await orderedPool(
+      work(),
+      o.mediaConcurrency,
+      abort,
+      ({ ref, before }) => saveOne(ref, before, media, store, fetchOptions, stats),
+      async (entry) => {
+        await writer.add(entry);
+        done++;
+        if (o.quiet || Date.now() - lastReport < 5000) return;
+        lastReport = Date.now();
+        const t = writer.totals();
+        log(
+          `media: ${done} done (${stats.fetched} fetched, ${(stats.fetchedBytes / 1e6).toFixed(1)} MB), ${t.missing} missing`,
+        );
+      },
+    );
     await store.sync();
   } catch (err) {
     if (err instanceof ManifestError) throw new BackupError(`the export was saved, but ${err.message}`, 1);
@@ -227,10 +295,22 @@ async function saveMedia(o: FileBackupOptions, prefix: string, key: string, reus
 }
 
 /** One media ref to its manifest entry: reused when still on disk as listed, else fetched, else missing with why. Throws MediaStoreError. */
-async function saveOne(ref: MediaRef, before: MediaEntry | null, media: MediaUrls, store: MediaDir, o: MediaFetchOptions, stats: MediaStats): Promise<MediaEntry> {
+async function saveOne(
+  ref: MediaRef,
+  before: MediaEntry | null,
+  media: MediaUrls,
+  store: MediaDir,
+  o: MediaFetchOptions,
+  stats: MediaStats,
+): Promise<MediaEntry> {
   if (ref.path === null) return { path: null, url: ref.url, missing: ref.why ?? 'not a media path', status: null };
   const rel = ref.path;
-  const missing = (why: string, status: number | null = null): MediaEntry => ({ path: rel, url: ref.url, missing: why, status });
+  const missing = (why: string, status: number | null = null): MediaEntry => ({
+    path: rel,
+    url: ref.url,
+    missing: why,
+    status,
+  });
   if (before !== null && isKept(before) && (await store.hashOf(rel, before.bytes)) === before.sha256) {
     stats.reused++;
     return { ...before, url: ref.url };
@@ -260,14 +340,21 @@ async function saveOne(ref: MediaRef, before: MediaEntry | null, media: MediaUrl
  * items' order; at most WINDOW_PER_SLOT × concurrency results wait for an earlier one. The first
  * failure aborts `abort`, waits for the rest to settle and is thrown.
  */
-async function orderedPool<I, R>(items: AsyncIterable<I>, concurrency: number, abort: AbortController, work: (item: I) => Promise<R>, emit: (result: R) => Promise<void>): Promise<void> {
+async function orderedPool<I, R>(
+  items: AsyncIterable<I>,
+  concurrency: number,
+  abort: AbortController,
+  work: (item: I) => Promise<R>,
+  emit: (result: R) => Promise<void>,
+): Promise<void> {
   const window = WINDOW_PER_SLOT * concurrency;
   const queue: { promise: Promise<R>; settled: boolean }[] = [];
   let running = 0;
   const freed = new EventTarget();
   let failure: { err: unknown } | null = null;
   const drain = async (all: boolean) => {
-    while (queue.length > 0 && (all || queue.length >= window || queue[0]!.settled)) await emit(await queue.shift()!.promise);
+    while (queue.length > 0 && (all || queue.length >= window || queue[0]!.settled))
+      await emit(await queue.shift()!.promise);
   };
   try {
     for await (const item of items) {

@@ -71,7 +71,9 @@ export async function fetchMedia(url: URL, o: MediaFetchOptions, openTemp: () =>
       return { ok: false, status: r.status, why: `${r.why}${tries}`, attempts: attempt };
     }
     const backoff = Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** (attempt - 1)) * (1 + Math.random() / 2);
-    await sleep(r.retryAfterMs !== null ? Math.min(r.retryAfterMs, RETRY_AFTER_CAP_MS) : backoff, undefined, { signal: o.signal });
+    await sleep(r.retryAfterMs !== null ? Math.min(r.retryAfterMs, RETRY_AFTER_CAP_MS) : backoff, undefined, {
+      signal: o.signal,
+    });
   }
 }
 
@@ -86,7 +88,11 @@ async function attemptOnce(start: URL, o: MediaFetchOptions, openTemp: () => Pro
         method: 'GET',
         dispatcher: o.dispatcher,
         signal: o.signal,
-        headers: { accept: '*/*', 'accept-encoding': 'identity', ...(withKey ? { authorization: `Bearer ${o.key}` } : {}) },
+        headers: {
+          accept: '*/*',
+          'accept-encoding': 'identity',
+          ...(withKey ? { authorization: `Bearer ${o.key}` } : {}),
+        },
         headersTimeout: o.timeoutMs,
         bodyTimeout: o.timeoutMs,
       });
@@ -98,15 +104,18 @@ async function attemptOnce(start: URL, o: MediaFetchOptions, openTemp: () => Pro
     if (REDIRECT.has(status)) {
       await res.body.dump().catch(() => {});
       const location = header(res.headers.location);
-      if (location === undefined) return { ok: false, status, why: `${statusText(status)} without a Location`, retry: false, retryAfterMs: null };
-      if (hop === MAX_REDIRECTS) return { ok: false, status, why: `more than ${MAX_REDIRECTS} redirects`, retry: false, retryAfterMs: null };
+      if (location === undefined)
+        return { ok: false, status, why: `${statusText(status)} without a Location`, retry: false, retryAfterMs: null };
+      if (hop === MAX_REDIRECTS)
+        return { ok: false, status, why: `more than ${MAX_REDIRECTS} redirects`, retry: false, retryAfterMs: null };
       let next: URL;
       try {
         next = new URL(location, url);
       } catch {
         return { ok: false, status, why: `a redirect to "${location}", not a URL`, retry: false, retryAfterMs: null };
       }
-      if (next.protocol !== 'http:' && next.protocol !== 'https:') return { ok: false, status, why: `a redirect to a ${next.protocol} URL`, retry: false, retryAfterMs: null };
+      if (next.protocol !== 'http:' && next.protocol !== 'https:')
+        return { ok: false, status, why: `a redirect to a ${next.protocol} URL`, retry: false, retryAfterMs: null };
       if (next.origin !== url.origin) withKey = false;
       next.hash = '';
       url = next;
@@ -121,7 +130,11 @@ async function attemptOnce(start: URL, o: MediaFetchOptions, openTemp: () => Pro
   }
 }
 
-async function receive(res: Dispatcher.ResponseData, o: MediaFetchOptions, openTemp: () => Promise<TempFile>): Promise<Attempt> {
+async function receive(
+  res: Dispatcher.ResponseData,
+  o: MediaFetchOptions,
+  openTemp: () => Promise<TempFile>,
+): Promise<Attempt> {
   let temp: TempFile;
   try {
     temp = await openTemp();
@@ -138,14 +151,27 @@ async function receive(res: Dispatcher.ResponseData, o: MediaFetchOptions, openT
     const { bytes, sha256 } = await temp.write(body);
     if (encoding === 'identity' && Number.isSafeInteger(length) && bytes !== length) {
       await temp.discard();
-      return { ok: false, status: 200, why: `the body ended after ${bytes} of ${length} bytes`, retry: true, retryAfterMs: null };
+      return {
+        ok: false,
+        status: 200,
+        why: `the body ended after ${bytes} of ${length} bytes`,
+        retry: true,
+        retryAfterMs: null,
+      };
     }
     return { ok: true, temp, bytes, sha256, contentType: header(res.headers['content-type']) ?? null };
   } catch (err) {
     res.body.destroy();
     await temp.discard();
     if (err instanceof MediaStoreError || o.signal.aborted) throw err;
-    if (err instanceof RefusedPath) return { ok: false, status: 200, why: err.message, retry: false, retryAfterMs: null };
-    return { ok: false, status: 200, why: `the body was cut: ${(err as Error).message}`, retry: true, retryAfterMs: null };
+    if (err instanceof RefusedPath)
+      return { ok: false, status: 200, why: err.message, retry: false, retryAfterMs: null };
+    return {
+      ok: false,
+      status: 200,
+      why: `the body was cut: ${(err as Error).message}`,
+      retry: true,
+      retryAfterMs: null,
+    };
   }
 }

@@ -42,7 +42,11 @@ export function documentMediaUrls(doc: unknown, media: MediaUrls, out: string[])
  * URL to `onUrl`, waiting for it (it may write to disk). It fails on a body raw-split.ts cannot
  * frame or a document that is not JSON; it does not check `meta.count` (verify.ts does).
  */
-export function mediaScanner(format: BackupFormat, media: MediaUrls, onUrl: (url: string) => Promise<void> | void): Writable {
+export function mediaScanner(
+  format: BackupFormat,
+  media: MediaUrls,
+  onUrl: (url: string) => Promise<void> | void,
+): Writable {
   let found: string[] = [];
   const splitter = new RawExportSplitter(format, {
     book: () => {},

@@ -96,7 +96,8 @@ export class MediaDir {
     if (found === null) return null;
     const s = found.stat;
     if (s?.isSymbolicLink()) throw new RefusedPath(`${rel} is a symbolic link: not replaced`);
-    if (s !== null && !s.isFile()) throw new RefusedPath(`${rel} is ${s.isDirectory() ? 'a folder' : 'not a regular file'}: not replaced`);
+    if (s !== null && !s.isFile())
+      throw new RefusedPath(`${rel} is ${s.isDirectory() ? 'a folder' : 'not a regular file'}: not replaced`);
     return found.target;
   }
 
@@ -117,7 +118,10 @@ export class MediaDir {
         at = path.join(at, name);
         const kind = await kindOf(at);
         if (kind === 'folder') continue;
-        if (kind !== 'missing') throw new RefusedPath(`${path.relative(this.root, at)} is ${kind === 'link' ? 'a symbolic link' : 'not a folder'}: not followed`);
+        if (kind !== 'missing')
+          throw new RefusedPath(
+            `${path.relative(this.root, at)} is ${kind === 'link' ? 'a symbolic link' : 'not a folder'}: not followed`,
+          );
         if (!create) return null;
         await mkdir(at).catch(async (err: NodeJS.ErrnoException) => {
           // Made meanwhile (by another item of the same folder): fine if it is a folder.
@@ -150,7 +154,11 @@ export class MediaDir {
   /** A new temporary file at DIR's top. Throws MediaStoreError. */
   async temp(): Promise<TempFile> {
     const file = path.join(this.root, `.kb-export-${randomBytes(8).toString('hex')}.tmp`);
-    const handle = await open(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644).catch((err: NodeJS.ErrnoException) => {
+    const handle = await open(
+      file,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+      0o644,
+    ).catch((err: NodeJS.ErrnoException) => {
       throw new MediaStoreError(`cannot write in ${this.root}: ${err.message}`);
     });
     let closed = false;
@@ -169,7 +177,9 @@ export class MediaDir {
           const b = chunk as Buffer;
           hash.update(b);
           bytes += await writeAll(handle, [b]).catch((err: NodeJS.ErrnoException) => {
-            throw FATAL_CODES.has(err.code ?? '') ? new MediaStoreError(`cannot write in ${file}: ${err.message}`) : new RefusedPath(`cannot write in ${file}: ${err.code ?? err.message}`);
+            throw FATAL_CODES.has(err.code ?? '')
+              ? new MediaStoreError(`cannot write in ${file}: ${err.message}`)
+              : new RefusedPath(`cannot write in ${file}: ${err.code ?? err.message}`);
           });
         }
         await handle.sync();

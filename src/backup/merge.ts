@@ -51,7 +51,8 @@ function idAndOrderKey(raw: Buffer): { id?: unknown; orderKey?: unknown } {
 /** The order key of a document: orderKey's UTF-8 bytes, a 0 byte, then id's (D1: byte-wise, ties by id). */
 export function rawDocument(raw: Buffer): RawDocument {
   const d = idAndOrderKey(raw);
-  if (typeof d.id !== 'string' || typeof d.orderKey !== 'string') throw new RawSplitError('a document without a string id and orderKey');
+  if (typeof d.id !== 'string' || typeof d.orderKey !== 'string')
+    throw new RawSplitError('a document without a string id and orderKey');
   return { raw, id: d.id, key: Buffer.concat([Buffer.from(d.orderKey), Buffer.from([0]), Buffer.from(d.id)]) };
 }
 
@@ -83,7 +84,8 @@ export async function* fileDocuments(file: string, format: BackupFormat): AsyncG
     found.length = 0;
   }
   const count = splitter.end();
-  if (count !== documents) throw new RawSplitError(`${file}: meta.count is ${count} but it holds ${documents} documents`);
+  if (count !== documents)
+    throw new RawSplitError(`${file}: meta.count is ${count} but it holds ${documents} documents`);
 }
 
 /** The lines of a file the merge wrote (the delta's documents, one JSON text a line). */

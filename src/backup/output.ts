@@ -14,7 +14,10 @@ import { Writable, type Transform } from 'node:stream';
 import zlib from 'node:zlib';
 import { recordFileOf, recordText, tokenFileOf, tokenRecordText, type TokenOptions } from './record.js';
 
-type ZstdZlib = typeof zlib & { createZstdCompress?: (o?: zlib.ZlibOptions) => Transform; createZstdDecompress?: () => Transform };
+type ZstdZlib = typeof zlib & {
+  createZstdCompress?: (o?: zlib.ZlibOptions) => Transform;
+  createZstdDecompress?: () => Transform;
+};
 
 /** The compressions a backup file can have, named as HTTP content codings. */
 export type FileEncoding = 'gzip' | 'br' | 'zstd';
@@ -23,7 +26,9 @@ export type FileEncoding = 'gzip' | 'br' | 'zstd';
 export class OutputError extends Error {}
 
 /** Whether this runtime has zstd (Node.js 22.15 and later). */
-export const hasZstd = () => typeof (zlib as ZstdZlib).createZstdCompress === 'function' && typeof (zlib as ZstdZlib).createZstdDecompress === 'function';
+export const hasZstd = () =>
+  typeof (zlib as ZstdZlib).createZstdCompress === 'function' &&
+  typeof (zlib as ZstdZlib).createZstdDecompress === 'function';
 
 /** The compression a file's name asks for (`.gz`, `.br`, `.zst`), or null for a plain file and `-`. */
 export function fileEncodingOf(file: string): FileEncoding | null {
@@ -43,7 +48,10 @@ function compressorFor(encoding: FileEncoding, asServer = false): Transform {
   if (encoding === 'gzip') return zlib.createGzip({ level: asServer ? 4 : 6, chunkSize });
   if (encoding === 'br') {
     // Brotli's default quality (11) compresses well under 1 MB/s: far slower than any export.
-    const params = { [zlib.constants.BROTLI_PARAM_QUALITY]: asServer ? 4 : 6, [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT };
+    const params = {
+      [zlib.constants.BROTLI_PARAM_QUALITY]: asServer ? 4 : 6,
+      [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT,
+    };
     return zlib.createBrotliCompress({ chunkSize, params });
   }
   if (!hasZstd()) throw new Error('.zst needs a Node.js with zstd (22.15 or later)');
@@ -83,7 +91,10 @@ interface BackupOutput {
  * at the server's levels. Throws OutputError
  * when the folder cannot take a file.
  */
-export async function openOutput(file: string, { encoded, asServer = false }: { encoded: boolean; asServer?: boolean }): Promise<BackupOutput> {
+export async function openOutput(
+  file: string,
+  { encoded, asServer = false }: { encoded: boolean; asServer?: boolean },
+): Promise<BackupOutput> {
   if (file === '-') return stdoutOutput();
   const encoding = fileEncodingOf(file);
   const dir = path.dirname(path.resolve(file));
@@ -96,7 +107,8 @@ export async function openOutput(file: string, { encoded, asServer = false }: { 
     throw new OutputError(`cannot write ${file}: ${err.message}`);
   });
   const sink = fileSink(handle, file);
-  const stages: [Writable] | [Transform, Writable] = encoding !== null && !encoded ? [compressorFor(encoding, asServer), sink] : [sink];
+  const stages: [Writable] | [Transform, Writable] =
+    encoding !== null && !encoded ? [compressorFor(encoding, asServer), sink] : [sink];
   let closed = false;
   let committed: string | null = null;
   const close = async () => {
@@ -104,7 +116,8 @@ export async function openOutput(file: string, { encoded, asServer = false }: { 
     closed = true;
     await handle.close();
   };
-  const failed = (err: unknown) => (err instanceof OutputError ? err : new OutputError(`cannot write ${file}: ${(err as Error).message}`));
+  const failed = (err: unknown) =>
+    err instanceof OutputError ? err : new OutputError(`cannot write ${file}: ${(err as Error).message}`);
   return {
     stages,
     written: () => sink.size,

@@ -58,9 +58,11 @@ export class RawExportSplitter {
   }
 
   end(): number {
-    if (this.format === 'ndjson' && (this.parts.length > 0 || this.capStart >= 0)) throw new RawSplitError('the last line has no newline: the body was cut short');
+    if (this.format === 'ndjson' && (this.parts.length > 0 || this.capStart >= 0))
+      throw new RawSplitError('the last line has no newline: the body was cut short');
     if (!this.success) throw new RawSplitError('the body does not start with "success": true');
-    if (this.count === null || (this.format === 'json' && !this.done)) throw new RawSplitError('the body has no meta.count: it was cut short');
+    if (this.count === null || (this.format === 'json' && !this.done))
+      throw new RawSplitError('the body has no meta.count: it was cut short');
     return this.count;
   }
 
@@ -129,7 +131,12 @@ export class RawExportSplitter {
         if (this.depth === 0) {
           if (c !== 0x7b) throw new RawSplitError('the body is not a JSON object');
           this.expectKey = true;
-        } else if (this.depth === 1 && this.valueDue && c === 0x5b && (this.topKey === 'documents' || this.topKey === 'removed')) {
+        } else if (
+          this.depth === 1 &&
+          this.valueDue &&
+          c === 0x5b &&
+          (this.topKey === 'documents' || this.topKey === 'removed')
+        ) {
           this.valueDue = false;
           this.array = this.topKey;
           this.elementDue = true;
@@ -138,7 +145,8 @@ export class RawExportSplitter {
       } else if (c === 0x7d || c === 0x5d) {
         this.primitiveEnds(chunk, i);
         this.depth--;
-        if (this.capture !== null && !this.capString && !this.capPrimitive && this.depth === this.capDepth) this.finish(chunk, i + 1);
+        if (this.capture !== null && !this.capString && !this.capPrimitive && this.depth === this.capDepth)
+          this.finish(chunk, i + 1);
         if (this.depth === 1 && this.array !== null) this.array = null;
         if (this.depth === 0) this.done = true;
       } else if (c === 0x3a) {
@@ -194,6 +202,7 @@ const startsWith = (raw: Buffer, text: string) => raw.subarray(0, text.length).t
 
 function countOf(meta: unknown): number {
   const count = (meta as { count?: unknown } | null)?.count;
-  if (typeof count !== 'number' || !Number.isSafeInteger(count)) throw new RawSplitError('meta.count is not a whole number');
+  if (typeof count !== 'number' || !Number.isSafeInteger(count))
+    throw new RawSplitError('meta.count is not a whole number');
   return count;
 }

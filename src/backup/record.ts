@@ -27,7 +27,14 @@ export const recordText = (r: BackupRecord) => `${JSON.stringify({ etag: r.etag,
 function parseRecord(text: string): BackupRecord | null {
   try {
     const r = JSON.parse(text) as Partial<BackupRecord> | null;
-    if (typeof r?.etag !== 'string' || r.etag === '' || !Number.isSafeInteger(r.size) || typeof r.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(r.sha256)) return null;
+    if (
+      typeof r?.etag !== 'string' ||
+      r.etag === '' ||
+      !Number.isSafeInteger(r.size) ||
+      typeof r.sha256 !== 'string' ||
+      !/^[0-9a-f]{64}$/.test(r.sha256)
+    )
+      return null;
     return { etag: r.etag, size: r.size!, sha256: r.sha256 };
   } catch {
     return null;
@@ -45,11 +52,14 @@ export async function fileSha256(file: string): Promise<string> {
  * The ETag to send as `If-None-Match` for PATH: the record's, when PATH matches it; otherwise null
  * and why (for the log; null when there was no record at all).
  */
-export async function currentEtag(file: string): Promise<{ etag: string; why: null } | { etag: null; why: string | null }> {
+export async function currentEtag(
+  file: string,
+): Promise<{ etag: string; why: null } | { etag: null; why: string | null }> {
   const text = await readFile(recordFileOf(file), 'utf8').catch(() => null);
   if (text === null) return { etag: null, why: null };
   const record = parseRecord(text);
-  if (record === null) return { etag: null, why: `${recordFileOf(file)} holds no size and digest of ${file}: downloading` };
+  if (record === null)
+    return { etag: null, why: `${recordFileOf(file)} holds no size and digest of ${file}: downloading` };
   const size = await stat(file).then(
     (s) => (s.isFile() ? s.size : null),
     () => null,
@@ -96,7 +106,10 @@ const sameOptions = (a: TokenOptions, b: TokenOptions) =>
  * The change token to send as `?changedSince=` for PATH: the record's, when it was issued for
  * `options` and PATH still has its size and digest; otherwise null and why a full export is due.
  */
-export async function currentToken(file: string, options: TokenOptions): Promise<{ token: string; why: null } | { token: null; why: string }> {
+export async function currentToken(
+  file: string,
+  options: TokenOptions,
+): Promise<{ token: string; why: null } | { token: null; why: string }> {
   const text = await readFile(tokenFileOf(file), 'utf8').catch(() => null);
   if (text === null) return { token: null, why: `no ${tokenFileOf(file)} yet: a full export` };
   let r: Partial<TokenRecord> | null = null;
@@ -106,17 +119,31 @@ export async function currentToken(file: string, options: TokenOptions): Promise
     r = null;
   }
   const o = r?.options;
-  if (typeof r?.token !== 'string' || r.token === '' || !Number.isSafeInteger(r.size) || typeof r.sha256 !== 'string' || typeof o !== 'object' || o === null) {
+  if (
+    typeof r?.token !== 'string' ||
+    r.token === '' ||
+    !Number.isSafeInteger(r.size) ||
+    typeof r.sha256 !== 'string' ||
+    typeof o !== 'object' ||
+    o === null
+  ) {
     return { token: null, why: `${tokenFileOf(file)} is not a token record: a full export` };
   }
-  if (!sameOptions(o, options)) return { token: null, why: `${tokenFileOf(file)} was kept for other options (${JSON.stringify(o)}): a full export` };
+  if (!sameOptions(o, options))
+    return {
+      token: null,
+      why: `${tokenFileOf(file)} was kept for other options (${JSON.stringify(o)}): a full export`,
+    };
   const size = await stat(file).then(
     (s) => (s.isFile() ? s.size : null),
     () => null,
   );
   if (size === null) return { token: null, why: `${file} is missing: a full export` };
   if (size !== r.size || (await fileSha256(file).catch(() => null)) !== r.sha256) {
-    return { token: null, why: `${file} does not match ${tokenFileOf(file)} (changed since its backup): a full export` };
+    return {
+      token: null,
+      why: `${file} does not match ${tokenFileOf(file)} (changed since its backup): a full export`,
+    };
   }
   return { token: r.token, why: null };
 }

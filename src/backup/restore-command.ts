@@ -48,10 +48,14 @@ export async function restoreCommand(config: Config, o: RestoreOptions, print: (
       const [{ orphans }] = (await tx`
         SELECT count(*)::int AS orphans FROM documents d
         WHERE d.book_id = ${bookId} AND d.parent_id IS NOT NULL
-          AND NOT EXISTS (SELECT 1 FROM documents p WHERE p.id = d.parent_id AND p.book_id = d.book_id)`) as unknown as [{ orphans: number }];
+          AND NOT EXISTS (SELECT 1 FROM documents p WHERE p.id = d.parent_id AND p.book_id = d.book_id)`) as unknown as [
+        { orphans: number },
+      ];
       print(`restored "${slug}" for ${o.owner}: ${summary.documents} documents from ${o.file}`);
       if (orphans > 0) {
-        print(`${orphans} of them name a parent the file does not hold (inactive, or a category of a backup without --include-categories); their parentId is kept`);
+        print(
+          `${orphans} of them name a parent the file does not hold (inactive, or a category of a backup without --include-categories); their parentId is kept`,
+        );
       }
     }),
   );

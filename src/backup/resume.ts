@@ -45,7 +45,10 @@ export class ResumeSpool {
    * cannot be written.
    */
   static async fromCut(out: string, format: BackupFormat, cut: CutExport): Promise<ResumeSpool> {
-    const file = path.join(path.dirname(path.resolve(out)), `.${path.basename(out)}.${randomBytes(4).toString('hex')}.parts.tmp`);
+    const file = path.join(
+      path.dirname(path.resolve(out)),
+      `.${path.basename(out)}.${randomBytes(4).toString('hex')}.parts.tmp`,
+    );
     const spool = new ResumeSpool(file, cut.token, format);
     const handle = await open(file, 'wx', 0o600).catch((err: Error) => {
       throw new OutputError(`cannot write beside ${out}: ${err.message}`);
@@ -77,7 +80,8 @@ export class ResumeSpool {
       book() {},
       document: (raw) => {
         const d = rawDocument(raw);
-        if (this.last !== null && !before(this.last, d)) throw new RawSplitError(`the documents are out of export order at ${d.id}`);
+        if (this.last !== null && !before(this.last, d))
+          throw new RawSplitError(`the documents are out of export order at ${d.id}`);
         this.last = d;
         lines.push(raw, NEWLINE);
         added++;
@@ -90,7 +94,10 @@ export class ResumeSpool {
       const out = lines;
       const documents = out.length / 2;
       lines = [];
-      if (documents > 0) await writeAll(handle, out).catch((err: Error) => Promise.reject(new OutputError(`cannot write ${this.file}: ${err.message}`)));
+      if (documents > 0)
+        await writeAll(handle, out).catch((err: Error) =>
+          Promise.reject(new OutputError(`cannot write ${this.file}: ${err.message}`)),
+        );
       this.documents += documents;
     };
     try {
@@ -98,7 +105,8 @@ export class ResumeSpool {
         splitter.write(chunk);
         await flush();
       }
-      if (whole && splitter.end() !== added) throw new RawSplitError('meta.count does not count the documents that came');
+      if (whole && splitter.end() !== added)
+        throw new RawSplitError('meta.count does not count the documents that came');
     } finally {
       await flush();
       await handle.sync().catch(() => {});
@@ -127,7 +135,8 @@ async function* partialBytes(file: string, encoding: ReturnType<typeof fileEncod
   const raw = createReadStream(file, { highWaterMark: 256 * 1024 });
   let source: AsyncIterable<Buffer> = raw;
   if (encoding === 'gzip') source = raw.pipe(zlib.createGunzip({ finishFlush: zlib.constants.Z_SYNC_FLUSH }));
-  else if (encoding === 'br') source = raw.pipe(zlib.createBrotliDecompress({ finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH }));
+  else if (encoding === 'br')
+    source = raw.pipe(zlib.createBrotliDecompress({ finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH }));
   else if (encoding === 'zstd') source = raw.pipe(decoder('zstd'));
   try {
     for await (const chunk of source) yield chunk;
@@ -168,7 +177,18 @@ export async function attemptResume(o: ResumeOptions, spool: ResumeSpool): Promi
   }
   const deltaFile = `${spool.file}.delta`;
   try {
-    const delta = await spoolDelta({ url: o.url, key: o.key, format: o.format, out: o.out, token: spool.token, timeoutS: o.timeoutS, ...(o.onBytes ? { onBytes: o.onBytes } : {}) }, deltaFile);
+    const delta = await spoolDelta(
+      {
+        url: o.url,
+        key: o.key,
+        format: o.format,
+        out: o.out,
+        token: spool.token,
+        timeoutS: o.timeoutS,
+        ...(o.onBytes ? { onBytes: o.onBytes } : {}),
+      },
+      deltaFile,
+    );
     if (delta.kind !== 'spooled') return { ...delta, added };
     return { ...(await mergeDelta(o, spooledDocuments(spool.file), deltaFile, delta.delta, o.keepToken)), added };
   } finally {
@@ -177,7 +197,10 @@ export async function attemptResume(o: ResumeOptions, spool: ResumeSpool): Promi
 }
 
 /** The documents after the last one kept, appended to the spool; `result` null once they all came. */
-async function fetchRest(o: ResumeOptions, spool: ResumeSpool): Promise<{ added: number; result: AttemptResult | null }> {
+async function fetchRest(
+  o: ResumeOptions,
+  spool: ResumeSpool,
+): Promise<{ added: number; result: AttemptResult | null }> {
   const url = new URL(o.url);
   if (spool.last !== null) {
     const last = JSON.parse(spool.last.raw.toString()) as { id: string; orderKey: string };
@@ -187,7 +210,11 @@ async function fetchRest(o: ResumeOptions, spool: ResumeSpool): Promise<{ added:
   let res;
   try {
     res = await request(url, {
-      headers: { authorization: `Bearer ${o.key}`, accept: o.format === 'ndjson' ? 'application/x-ndjson' : 'application/json', 'accept-encoding': acceptEncoding(null) },
+      headers: {
+        authorization: `Bearer ${o.key}`,
+        accept: o.format === 'ndjson' ? 'application/x-ndjson' : 'application/json',
+        'accept-encoding': acceptEncoding(null),
+      },
       headersTimeout: o.timeoutS * 1000,
       bodyTimeout: o.timeoutS * 1000,
     });

@@ -146,7 +146,10 @@ export class SortedSpill<T> {
 
   private async writeRun(records: Iterable<T> | AsyncIterable<T>): Promise<string> {
     this.dir ??= await mkdtemp(path.join(os.tmpdir(), 'kb-export-spill-'));
-    const file = path.join(this.dir, `run-${this.runs.length}-${Date.now()}-${Math.random().toString(36).slice(2)}.jsonl`);
+    const file = path.join(
+      this.dir,
+      `run-${this.runs.length}-${Date.now()}-${Math.random().toString(36).slice(2)}.jsonl`,
+    );
     const out = createWriteStream(file, { flags: 'wx', mode: 0o600 });
     const failed = once(out, 'error').then(([err]) => Promise.reject(err as Error));
     failed.catch(() => {});

@@ -19,7 +19,19 @@ import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { BackupError } from './backup-command.js';
 import { decoder, teeTo } from './download.js';
-import { isKept, manifestEntries, ManifestError, manifestFileOf, readManifestHead, refOfEntry, sumLine, sumsFileOf, type ManifestHead, type MediaEntry, type MediaSummary } from './manifest.js';
+import {
+  isKept,
+  manifestEntries,
+  ManifestError,
+  manifestFileOf,
+  readManifestHead,
+  refOfEntry,
+  sumLine,
+  sumsFileOf,
+  type ManifestHead,
+  type MediaEntry,
+  type MediaSummary,
+} from './manifest.js';
 import { compareRefs, keyCompare, MediaUrls, type MediaRef } from './media-path.js';
 import { mediaScanner } from './media-scan.js';
 import { fileHash, MediaDir } from './media-store.js';
@@ -63,12 +75,15 @@ export async function verifyBackup(o: VerifyOptions, problem: (line: string) => 
     const read = await readManifestHead(o.file);
     head = read?.head ?? null;
     summary = read?.summary ?? null;
-    if (head === null) report(`${manifestFileOf(o.file)}: missing (nothing to verify ${o.file} against but its own framing)`);
+    if (head === null)
+      report(`${manifestFileOf(o.file)}: missing (nothing to verify ${o.file} against but its own framing)`);
   } catch (err) {
     report((err as Error).message);
   }
-  if (head !== null && head.export.file !== path.basename(o.file)) report(`${manifestFileOf(o.file)}: describes ${head.export.file}, not ${path.basename(o.file)}`);
-  const format: BackupFormat = head?.options.format ?? (/\.(ndjson|jsonl)(\.(gz|br|zst))?$/.test(o.file) ? 'ndjson' : 'json');
+  if (head !== null && head.export.file !== path.basename(o.file))
+    report(`${manifestFileOf(o.file)}: describes ${head.export.file}, not ${path.basename(o.file)}`);
+  const format: BackupFormat =
+    head?.options.format ?? (/\.(ndjson|jsonl)(\.(gz|br|zst))?$/.test(o.file) ? 'ndjson' : 'json');
   const withMedia = head !== null && head.mediaDir !== null && head.mediaPrefix !== null;
   const media = withMedia ? mediaUrlsOf(head!, report) : null;
   const spill = new SortedSpill<MediaRef>({ compare: compareRefs, same: (a, b) => keyCompare(a, b) === 0 });
@@ -82,14 +97,24 @@ export async function verifyBackup(o: VerifyOptions, problem: (line: string) => 
         const dir = o.mediaDir ?? path.resolve(path.dirname(path.resolve(o.file)), head.mediaDir!);
         // An export that could not be read through named only some of its URLs: the files are still checked.
         const m = await checkMedia(o.file, dir, head, readThrough ? spill : null, sums, report);
-        if (summary === null || summary.files !== m.files || summary.bytes !== m.bytes || summary.missing !== m.missing) {
-          report(`${manifestFileOf(o.file)}: its summary (${JSON.stringify(summary)}) is not what its media list holds (${JSON.stringify(m)})`);
+        if (
+          summary === null ||
+          summary.files !== m.files ||
+          summary.bytes !== m.bytes ||
+          summary.missing !== m.missing
+        ) {
+          report(
+            `${manifestFileOf(o.file)}: its summary (${JSON.stringify(summary)}) is not what its media list holds (${JSON.stringify(m)})`,
+          );
         }
         line += `, ${m.files} media files (${m.bytes} bytes) in ${dir}, ${m.missing} listed as missing`;
       }
       await sums.end();
     }
-    return { problems, line: problems === 0 ? `verified ${line}` : `${line}: ${problems} problem${problems === 1 ? '' : 's'}` };
+    return {
+      problems,
+      line: problems === 0 ? `verified ${line}` : `${line}: ${problems} problem${problems === 1 ? '' : 's'}`,
+    };
   } finally {
     await spill.close();
   }
@@ -133,7 +158,11 @@ async function checkExport(
     const stages = [createReadStream(file), hashing, decoder(encoding ?? 'identity')] as const;
     if (media !== null) {
       const verified = new Promise<void>((resolve, reject) => verifier.once('finish', resolve).once('error', reject));
-      await pipeline(...stages, teeTo(verifier, verified), mediaScanner(format, media, (url) => spill.add(media.refOf(url), 2 * url.length + 64)));
+      await pipeline(
+        ...stages,
+        teeTo(verifier, verified),
+        mediaScanner(format, media, (url) => spill.add(media.refOf(url), 2 * url.length + 64)),
+      );
     } else await pipeline(...stages, verifier);
     read = { sha256: hash.digest('hex'), bytes };
     readThrough = true;
@@ -149,8 +178,10 @@ async function checkExport(
   else if (readThrough) documents = verdict.documents;
   if (head === null) return { documents, readThrough };
   if (read.bytes !== head.export.bytes) report(`${file}: ${read.bytes} bytes, the manifest says ${head.export.bytes}`);
-  if (read.sha256 !== head.export.sha256) report(`${file}: SHA-256 ${read.sha256}, the manifest says ${head.export.sha256}`);
-  if (documents !== null && documents !== head.export.documents) report(`${file}: ${documents} documents, the manifest says ${head.export.documents}`);
+  if (read.sha256 !== head.export.sha256)
+    report(`${file}: SHA-256 ${read.sha256}, the manifest says ${head.export.sha256}`);
+  if (documents !== null && documents !== head.export.documents)
+    report(`${file}: ${documents} documents, the manifest says ${head.export.documents}`);
   return { documents, readThrough };
 }
 
@@ -171,7 +202,11 @@ class SumsChecker {
       report(`${sums}: missing`);
       return new SumsChecker(sums, null, report);
     }
-    return new SumsChecker(sums, createInterface({ input: createReadStream(sums), crlfDelay: Infinity })[Symbol.asyncIterator](), report);
+    return new SumsChecker(
+      sums,
+      createInterface({ input: createReadStream(sums), crlfDelay: Infinity })[Symbol.asyncIterator](),
+      report,
+    );
   }
 
   /** The next line should be `want` (with its newline). */
@@ -200,7 +235,14 @@ class SumsChecker {
  * Walks the manifest's media list beside the export's sorted media URLs (none to compare with when
  * `spill` is null), checking each file in DIR and `PATH.sha256` as it goes.
  */
-async function checkMedia(file: string, dir: string, head: ManifestHead, spill: SortedSpill<MediaRef> | null, sums: SumsChecker, report: (line: string) => void): Promise<MediaSummary> {
+async function checkMedia(
+  file: string,
+  dir: string,
+  head: ManifestHead,
+  spill: SortedSpill<MediaRef> | null,
+  sums: SumsChecker,
+  report: (line: string) => void,
+): Promise<MediaSummary> {
   const totals: MediaSummary = { files: 0, bytes: 0, missing: 0 };
   const store = await MediaDir.existing(dir);
   if (store === null) report(`${dir}: missing, or not a folder: no media file can be checked`);
@@ -233,7 +275,9 @@ async function checkMedia(file: string, dir: string, head: ManifestHead, spill: 
         continue;
       }
       if (entry !== null && last !== null && compareRefs(refOfEntry(last), refOfEntry(entry)) >= 0) {
-        report(`${manifestFileOf(file)}: media entry ${index} (${entry.path ?? entry.url}) is out of order or repeated: the rest of the list is not checked`);
+        report(
+          `${manifestFileOf(file)}: media entry ${index} (${entry.path ?? entry.url}) is out of order or repeated: the rest of the list is not checked`,
+        );
         break;
       }
       const c = ref === null ? 1 : entry === null ? -1 : keyCompare(ref, refOfEntry(entry));
@@ -242,7 +286,10 @@ async function checkMedia(file: string, dir: string, head: ManifestHead, spill: 
         ref = await nextRef();
         continue;
       }
-      if (c > 0 && refs !== null) report(`${entry!.path ?? entry!.url}: listed in ${manifestFileOf(file)} but no media URL of the export names it`);
+      if (c > 0 && refs !== null)
+        report(
+          `${entry!.path ?? entry!.url}: listed in ${manifestFileOf(file)} but no media URL of the export names it`,
+        );
       else ref = await nextRef();
       const e = entry!;
       last = e;
@@ -262,7 +309,12 @@ async function checkMedia(file: string, dir: string, head: ManifestHead, spill: 
   return totals;
 }
 
-async function checkFile(store: MediaDir, dir: string, e: Extract<MediaEntry, { sha256: string }>, report: (line: string) => void): Promise<void> {
+async function checkFile(
+  store: MediaDir,
+  dir: string,
+  e: Extract<MediaEntry, { sha256: string }>,
+  report: (line: string) => void,
+): Promise<void> {
   const where = path.join(dir, e.path);
   const found = await store.inspect(e.path);
   if (typeof found === 'string') return report(`${where}: ${found}`);

@@ -43,7 +43,9 @@ export async function loadCommand(config: Config, file: string, print: Print): P
     try {
       const s = await loadSeed(sql, input, { onProgress: () => progress.update(input.bytesRead) });
       progress.stop();
-      print(`loaded ${s.users} users, ${s.apiKeys} API keys, ${s.books} knowledge bases, ${s.documents} documents from ${file}`);
+      print(
+        `loaded ${s.users} users, ${s.apiKeys} API keys, ${s.books} knowledge bases, ${s.documents} documents from ${file}`,
+      );
     } catch (err) {
       progress.stop();
       throw err;

@@ -44,7 +44,8 @@ function action<A extends unknown[]>(fn: (...args: A) => Promise<void>): (...arg
     try {
       await fn(...args);
     } catch (err) {
-      const message = err instanceof ConfigError ? `configuration error: ${err.message}` : (err as Error)?.message ?? String(err);
+      const message =
+        err instanceof ConfigError ? `configuration error: ${err.message}` : ((err as Error)?.message ?? String(err));
       process.stderr.write(`kb-export: ${message}\n`);
       if (process.env.KB_DEBUG) process.stderr.write(`${(err as Error)?.stack}\n`);
       process.exitCode = err instanceof ConfigError ? 78 : 1;
@@ -58,7 +59,9 @@ const program = new Command('kb-export')
   .exitOverride((err) => {
     process.exit(err.exitCode === 0 ? 0 : 2);
   })
-  .description('Streaming export server for very large knowledge bases.\nConfiguration is read from the environment: see README.md.')
+  .description(
+    'Streaming export server for very large knowledge bases.\nConfiguration is read from the environment: see README.md.',
+  )
   .showHelpAfterError()
   .addHelpText(
     'after',
@@ -82,15 +85,24 @@ program
   .command('serve')
   .description('serve the export API (the schema must be current: see migrate, --migrate)')
   .option('--migrate', 'apply pending migrations first (also MIGRATE_ON_START=true)')
-  .option('--demo', "development: migrate, load a generated demo knowledge base into an empty embedded database, serve its media (generated images) under MEDIA_PROXY_PREFIX, print a key and a curl command")
+  .option(
+    '--demo',
+    'development: migrate, load a generated demo knowledge base into an empty embedded database, serve its media (generated images) under MEDIA_PROXY_PREFIX, print a key and a curl command',
+  )
   .action(
     action(async (opts: { demo?: boolean; migrate?: boolean }) => {
       const { serve } = await import('../server.js');
       // The generator is loaded only for --demo: a plain serve never imports it.
       const prepare = opts.demo ? (await import('../generate/demo.js')).demoPreparation : undefined;
       const media = opts.demo ? (await import('../generate/demo-media.js')).registerDemoMedia : undefined;
-      const routes = media ? { routes: (app: Parameters<typeof media>[0], c: Config) => void media(app, c.mediaProxyPrefix) } : {};
-      await serve(config(), { migrate: Boolean(opts.migrate || opts.demo), ...(prepare ? { prepare } : {}), ...routes });
+      const routes = media
+        ? { routes: (app: Parameters<typeof media>[0], c: Config) => void media(app, c.mediaProxyPrefix) }
+        : {};
+      await serve(config(), {
+        migrate: Boolean(opts.migrate || opts.demo),
+        ...(prepare ? { prepare } : {}),
+        ...routes,
+      });
     }),
   );
 
@@ -112,7 +124,11 @@ keys
   .requiredOption('--user <id>', 'the user the key belongs to')
   .option('--expires-at <iso>', 'expiry time, ISO 8601 (default: never)')
   .option('--id <id>', 'key id (default: derived from the key)')
-  .action(action(async (opts: { user: string; expiresAt?: string; id?: string }) => (await commands()).createKeyCommand(config(), opts, print)));
+  .action(
+    action(async (opts: { user: string; expiresAt?: string; id?: string }) =>
+      (await commands()).createKeyCommand(config(), opts, print),
+    ),
+  );
 keys
   .command('revoke')
   .description('revoke an API key; requests with it get 401 from then on')
@@ -124,26 +140,42 @@ program
   .description('download an export, verified, atomically into PATH (the key from KB_EXPORT_API_KEY or --key-file)')
   .requiredOption('--server <url>', 'the kb-export server, e.g. http://127.0.0.1:3000')
   .requiredOption('--book <slug>', 'the knowledge base slug')
-  .requiredOption('--out <path>', "the file to write (.gz, .br, .zst: compressed, with the server's bytes when it offers that encoding); - for standard output")
+  .requiredOption(
+    '--out <path>',
+    "the file to write (.gz, .br, .zst: compressed, with the server's bytes when it offers that encoding); - for standard output",
+  )
   .addOption(new Option('--format <format>', 'json or ndjson').choices(['json', 'ndjson']).default('json'))
   .option('--include-categories', 'include folder nodes (excludeCategories=false)')
   .option('--no-html', 'contentHtml as null (includeContentHtml=false)')
-  .option('--if-changed', 'keep the ETag, size and SHA-256 of PATH in PATH.etag; download only when the export changed or PATH no longer matches')
+  .option(
+    '--if-changed',
+    'keep the ETag, size and SHA-256 of PATH in PATH.etag; download only when the export changed or PATH no longer matches',
+  )
   .option(
     '--incremental',
     'keep the change token, size and SHA-256 of PATH in PATH.token; download only the changes since and merge them into PATH (a full export when PATH no longer matches, the token expired (410) or was issued for other options)',
   )
-  .option('--retries <n>', "attempts after the first for 429, 503 and cut connections (the export's, and each media file's)", integerOption, 5)
+  .option(
+    '--retries <n>',
+    "attempts after the first for 429, 503 and cut connections (the export's, and each media file's)",
+    integerOption,
+    5,
+  )
   .option('--timeout <seconds>', 'longest wait for the server to answer or send more data', integerOption, 300)
   .option('--key-file <file>', 'read the API key from this file instead of KB_EXPORT_API_KEY')
   .option('--quiet', 'no progress and no final line')
   .option(
     '--media-dir <dir>',
-    "save every media file the export names under its Export-Media-Prefix into DIR, at its path below the prefix (a folder to rsync, aws s3 sync or cp -r back into the media store); listed in PATH.manifest.json",
+    'save every media file the export names under its Export-Media-Prefix into DIR, at its path below the prefix (a folder to rsync, aws s3 sync or cp -r back into the media store); listed in PATH.manifest.json',
   )
   .option('--media-concurrency <n>', 'media files fetched at once (1-64)', integerOption, 8)
   .option('--media-refresh', 'fetch every media file again, even one still in DIR as the last manifest lists it')
-  .option('--media-timeout <seconds>', 'longest wait for a media server to answer or send more data, per request', integerOption, 30)
+  .option(
+    '--media-timeout <seconds>',
+    'longest wait for a media server to answer or send more data, per request',
+    integerOption,
+    30,
+  )
   .addHelpText(
     'after',
     `
@@ -208,7 +240,9 @@ Example (cron):
 
 program
   .command('verify')
-  .description('check a backup against its PATH.manifest.json: the export whole and unchanged, every media file present with its size and SHA-256, every media URL listed')
+  .description(
+    'check a backup against its PATH.manifest.json: the export whole and unchanged, every media file present with its size and SHA-256, every media URL listed',
+  )
   .argument('<path>', 'the backup file (as given to backup --out)')
   .option('--media-dir <dir>', "the media folder, when it moved (default: the manifest's, relative to PATH's folder)")
   .option('--quiet', 'problems only, no final line')
@@ -233,7 +267,10 @@ Example:
     const { verifyBackup } = await import('../backup/verify-command.js');
     const { BackupError } = await import('../backup/backup-command.js');
     try {
-      const r = await verifyBackup({ file, ...(opts.mediaDir !== undefined ? { mediaDir: opts.mediaDir } : {}) }, print);
+      const r = await verifyBackup(
+        { file, ...(opts.mediaDir !== undefined ? { mediaDir: opts.mediaDir } : {}) },
+        print,
+      );
       if (!opts.quiet) process.stderr.write(`${r.line}\n`);
       if (r.problems > 0) process.exitCode = 1;
     } catch (err) {
@@ -244,10 +281,15 @@ Example:
 
 program
   .command('changes')
-  .description('write the changes since the last run as NDJSON records to standard output, for search indexers and ETL (the key from KB_EXPORT_API_KEY or --key-file)')
+  .description(
+    'write the changes since the last run as NDJSON records to standard output, for search indexers and ETL (the key from KB_EXPORT_API_KEY or --key-file)',
+  )
   .requiredOption('--server <url>', 'the kb-export server, e.g. http://127.0.0.1:3000')
   .requiredOption('--book <slug>', 'the knowledge base slug')
-  .requiredOption('--state <file>', 'where the change token of the last complete run is kept (created on the first run)')
+  .requiredOption(
+    '--state <file>',
+    'where the change token of the last complete run is kept (created on the first run)',
+  )
   .option('--include-categories', 'include folder nodes (excludeCategories=false)')
   .option('--no-html', 'contentHtml as null (includeContentHtml=false)')
   .option('--retries <n>', 'attempts after the first for 429 and 503', integerOption, 5)
@@ -275,37 +317,56 @@ Example:
   KB_EXPORT_API_KEY=kbx_… kb-export changes --server http://127.0.0.1:3000 --book demo \\
     --state demo.changes.json | my-indexer`,
   )
-  .action(async (opts: { server: string; book: string; state: string; includeCategories?: boolean; html: boolean; retries: number; timeout: number; keyFile?: string; quiet?: boolean }) => {
-    const { runChanges } = await import('../backup/changes-command.js');
-    const { BackupError } = await import('../backup/backup-command.js');
-    try {
-      const line = await runChanges(
-        {
-          server: opts.server,
-          book: opts.book,
-          state: opts.state,
-          includeCategories: Boolean(opts.includeCategories),
-          html: opts.html,
-          retries: opts.retries,
-          timeoutS: opts.timeout,
-          quiet: Boolean(opts.quiet),
-          ...(opts.keyFile !== undefined ? { keyFile: opts.keyFile } : {}),
-        },
-        (l) => process.stderr.write(`kb-export changes: ${l}\n`),
-      );
-      if (!opts.quiet) process.stderr.write(`${line}\n`);
-    } catch (err) {
-      process.stderr.write(`kb-export changes: ${(err as Error).message}\n`);
-      process.exitCode = err instanceof BackupError ? err.exitCode : 1;
-    }
-  });
+  .action(
+    async (opts: {
+      server: string;
+      book: string;
+      state: string;
+      includeCategories?: boolean;
+      html: boolean;
+      retries: number;
+      timeout: number;
+      keyFile?: string;
+      quiet?: boolean;
+    }) => {
+      const { runChanges } = await import('../backup/changes-command.js');
+      const { BackupError } = await import('../backup/backup-command.js');
+      try {
+        const line = await runChanges(
+          {
+            server: opts.server,
+            book: opts.book,
+            state: opts.state,
+            includeCategories: Boolean(opts.includeCategories),
+            html: opts.html,
+            retries: opts.retries,
+            timeoutS: opts.timeout,
+            quiet: Boolean(opts.quiet),
+            ...(opts.keyFile !== undefined ? { keyFile: opts.keyFile } : {}),
+          },
+          (l) => process.stderr.write(`kb-export changes: ${l}\n`),
+        );
+        if (!opts.quiet) process.stderr.write(`${line}\n`);
+      } catch (err) {
+        process.stderr.write(`kb-export changes: ${(err as Error).message}\n`);
+        process.exitCode = err instanceof BackupError ? err.exitCode : 1;
+      }
+    },
+  );
 
 program
   .command('restore')
-  .description('load an export (a backup, JSON or NDJSON, .gz/.br/.zst too) back as a knowledge base, all-or-nothing; a file not beginning with "success": true is refused')
+  .description(
+    'load an export (a backup, JSON or NDJSON, .gz/.br/.zst too) back as a knowledge base, all-or-nothing; a file not beginning with "success": true is refused',
+  )
   .requiredOption('--owner <userId>', 'the user who will own the restored knowledge base')
   .requiredOption('--file <path>', 'the export file')
-  .addOption(new Option('--format <format>', 'json or ndjson (default: ndjson when the name ends .ndjson or .jsonl, before any .gz/.br/.zst)').choices(['json', 'ndjson']))
+  .addOption(
+    new Option(
+      '--format <format>',
+      'json or ndjson (default: ndjson when the name ends .ndjson or .jsonl, before any .gz/.br/.zst)',
+    ).choices(['json', 'ndjson']),
+  )
   .action(
     action(async (opts: { owner: string; file: string; format?: 'json' | 'ndjson' }) => {
       const { restoreCommand } = await import('../backup/restore-command.js');

@@ -29,22 +29,31 @@ async function bookIdOf(sql: Sql, slug: string, owner: string | undefined): Prom
   const books = owner
     ? await sql<{ id: string }[]>`SELECT id FROM books WHERE slug = ${slug} AND owner_id = ${owner}`
     : await sql<{ id: string }[]>`SELECT id FROM books WHERE slug = ${slug}`;
-  if (books.length === 0) throw new Error(`no knowledge base with slug "${slug}"${owner ? ` owned by "${owner}"` : ''}`);
+  if (books.length === 0)
+    throw new Error(`no knowledge base with slug "${slug}"${owner ? ` owned by "${owner}"` : ''}`);
   if (books.length > 1) throw new Error(`${books.length} users have a knowledge base "${slug}": name one with --owner`);
   return books[0]!.id;
 }
 
 /** Warms the plans of every active document of `opts.book`. Throws for an unknown or ambiguous slug. */
-export async function warmPlans(config: Config, sql: Sql, opts: { book: string; owner?: string }): Promise<WarmSummary> {
+export async function warmPlans(
+  config: Config,
+  sql: Sql,
+  opts: { book: string; owner?: string },
+): Promise<WarmSummary> {
   const bookId = await bookIdOf(sql, opts.book, opts.owner);
-  const [{ total }] = (await sql`SELECT count(*)::int AS total FROM documents WHERE book_id = ${bookId} AND status = 1`) as unknown as [
-    { total: number },
-  ];
+  const [{ total }] =
+    (await sql`SELECT count(*)::int AS total FROM documents WHERE book_id = ${bookId} AND status = 1`) as unknown as [
+      { total: number },
+    ];
   const writer = new PlanWriter(sql, {
     log: { warn: (obj, msg) => process.stderr.write(`${msg}: ${(obj as { err?: Error }).err?.message ?? ''}\n`) },
   });
   const plans: PlanUse = { writer, counts: { reused: 0, computed: 0 } };
-  const pool = config.rewriteWorkers > 0 ? new RewritePool(config.rewriteWorkers, { jobTimeoutMs: config.rewriteTimeoutMs }) : null;
+  const pool =
+    config.rewriteWorkers > 0
+      ? new RewritePool(config.rewriteWorkers, { jobTimeoutMs: config.rewriteTimeoutMs })
+      : null;
   const progress = progressReporter('warming', total);
   let documents = 0;
   try {
@@ -56,7 +65,10 @@ export async function warmPlans(config: Config, sql: Sql, opts: { book: string; 
         plans,
         pause: async () => {},
       };
-      await tx.unsafe(`DECLARE kbx_warm NO SCROLL CURSOR FOR ${documentQuery({ excludeCategories: false, includeContentHtml: true, withPlans: true })}`, [bookId]);
+      await tx.unsafe(
+        `DECLARE kbx_warm NO SCROLL CURSOR FOR ${documentQuery({ excludeCategories: false, includeContentHtml: true, withPlans: true })}`,
+        [bookId],
+      );
       for (;;) {
         const rows = (await tx.unsafe(`FETCH FORWARD ${BATCH_ROWS} FROM kbx_warm`).raw()) as unknown as DocumentRow[];
         await rewriteRows(rows, stage);

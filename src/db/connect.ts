@@ -19,7 +19,9 @@ interface ConnectOptions {
 // postgres.js's read-write takes a PostgreSQL 14+ hot standby for writable; `primary`, like libpq, does not (D11.6).
 function sessionAttrs(url: string): { target_session_attrs: 'primary' } | object {
   const query = url.split('?')[1] ?? '';
-  return new URLSearchParams(query.split('#')[0]).get('target_session_attrs') === 'read-write' ? { target_session_attrs: 'primary' } : {};
+  return new URLSearchParams(query.split('#')[0]).get('target_session_attrs') === 'read-write'
+    ? { target_session_attrs: 'primary' }
+    : {};
 }
 
 export function connect(url: string, opts: ConnectOptions): Sql {

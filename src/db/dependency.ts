@@ -6,7 +6,10 @@ export function isConnectionLost(err: unknown): boolean {
   const e = err as { code?: unknown; severity?: unknown } | null;
   if (e === null || typeof e !== 'object') return false;
   if (e.severity === 'FATAL' || e.severity === 'PANIC') return true;
-  return typeof e.code === 'string' && /^(08|57P0[1-3]$|CONNECTION_|CONNECT_TIMEOUT$|ECONN|EPIPE$|ETIMEDOUT$|EHOSTUNREACH$|ENETUNREACH$)/.test(e.code);
+  return (
+    typeof e.code === 'string' &&
+    /^(08|57P0[1-3]$|CONNECTION_|CONNECT_TIMEOUT$|ECONN|EPIPE$|ETIMEDOUT$|EHOSTUNREACH$|ENETUNREACH$)/.test(e.code)
+  );
 }
 
 /**
@@ -36,7 +39,8 @@ function isDatabaseBusy(err: unknown): boolean {
  */
 export function asDatabaseOutage(err: unknown, onStandby: boolean): DependencyError | undefined {
   if (err instanceof DependencyError) return err;
-  if (isRecoveryConflict(err, onStandby)) return new DependencyError('replica', `replica cancelled the export: ${(err as Error).message}`, { cause: err });
+  if (isRecoveryConflict(err, onStandby))
+    return new DependencyError('replica', `replica cancelled the export: ${(err as Error).message}`, { cause: err });
   if (isConnectionLost(err) || isDatabaseBusy(err)) {
     return new DependencyError('database', `database unavailable: ${(err as Error).message}`, { cause: err });
   }

@@ -28,7 +28,11 @@ export function canExecute(user: Owner, p: string): boolean {
 }
 
 /** `build.dir` when `serverUser` can execute it, else the copy in `cacheRoot`; throws UnsafePathError. */
-export async function runnableNativeDir(build: NativeBuild, serverUser: Owner | null, cacheRoot = BINARY_CACHE): Promise<string> {
+export async function runnableNativeDir(
+  build: NativeBuild,
+  serverUser: Owner | null,
+  cacheRoot = BINARY_CACHE,
+): Promise<string> {
   if (!serverUser || canExecute(serverUser, path.join(build.dir, 'bin', 'postgres'))) return build.dir;
   await ensureSharedReadOnlyDir(cacheRoot);
   const copy = path.join(cacheRoot, `postgres-${build.version}-${process.platform}-${process.arch}`);

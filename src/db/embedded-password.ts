@@ -77,7 +77,11 @@ async function writeSecret(file: string, password: string, owner: Owner): Promis
 }
 
 /** initdb's --pwfile, in a temporary folder that stays ours, so nothing in it can be swapped or planted. */
-export async function withPasswordFile<T>(password: string, owner: Owner, fn: (file: string) => Promise<T>): Promise<T> {
+export async function withPasswordFile<T>(
+  password: string,
+  owner: Owner,
+  fn: (file: string) => Promise<T>,
+): Promise<T> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kb-export-initdb-'));
   try {
     await ensureSafeParents(dir);
@@ -102,7 +106,9 @@ export async function withPasswordFile<T>(password: string, owner: Owner, fn: (f
 /** Makes the server accept `password`, switching from the legacy one; throws when it takes neither. */
 export async function settlePassword(port: number, password: string, dataDir: string): Promise<void> {
   if (await login(port, password)) return;
-  const switched = await login(port, LEGACY_PASSWORD, (sql) => sql.unsafe(`ALTER ROLE postgres PASSWORD '${password}'`));
+  const switched = await login(port, LEGACY_PASSWORD, (sql) =>
+    sql.unsafe(`ALTER ROLE postgres PASSWORD '${password}'`),
+  );
   if (switched) return;
   throw new Error(
     `the embedded PostgreSQL in ${dataDir} accepts neither the password in ${path.join(dataDir, PASSWORD_FILE)} ` +
@@ -113,7 +119,15 @@ export async function settlePassword(port: number, password: string, dataDir: st
 
 /** Whether `password` logs in; runs `then` on that session when it does. */
 async function login(port: number, password: string, then?: (sql: postgres.Sql) => Promise<unknown>): Promise<boolean> {
-  const sql = postgres({ host: '127.0.0.1', port, user: 'postgres', password, database: 'postgres', max: 1, onnotice: () => {} });
+  const sql = postgres({
+    host: '127.0.0.1',
+    port,
+    user: 'postgres',
+    password,
+    database: 'postgres',
+    max: 1,
+    onnotice: () => {},
+  });
   try {
     await sql`SELECT 1`;
     if (then) await then(sql);

@@ -19,7 +19,13 @@ export class LogTail {
   }
 }
 
-function run(bin: string, args: string[], user: Owner | null, log: LogTail, env: Record<string, string> = {}): ChildProcess {
+function run(
+  bin: string,
+  args: string[],
+  user: Owner | null,
+  log: LogTail,
+  env: Record<string, string> = {},
+): ChildProcess {
   const child = spawn(bin, args, { ...(user ?? {}), env: { ...env, ...ENV }, stdio: ['ignore', 'pipe', 'pipe'] });
   // Read both pipes for the server's whole life: a full pipe would block its logging.
   child.stdout!.on('data', (c) => log.push(c));
@@ -28,7 +34,13 @@ function run(bin: string, args: string[], user: Owner | null, log: LogTail, env:
 }
 
 /** `dataDir` missing or empty; the password is `pwfile`'s first line. Throws when initdb fails. */
-export async function initdb(nativeDir: string, dataDir: string, pwfile: string, user: Owner | null, log: LogTail): Promise<void> {
+export async function initdb(
+  nativeDir: string,
+  dataDir: string,
+  pwfile: string,
+  user: Owner | null,
+  log: LogTail,
+): Promise<void> {
   const args = [
     `--pgdata=${dataDir}`,
     '--auth=scram-sha-256',
@@ -71,7 +83,9 @@ export async function startPostgres(
   const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
   await new Promise<void>((resolve, reject) => {
     child.on('error', reject);
-    child.on('exit', (code, signal) => reject(new Error(`postgres exited (${signal ?? `code ${code}`}) before accepting connections`)));
+    child.on('exit', (code, signal) =>
+      reject(new Error(`postgres exited (${signal ?? `code ${code}`}) before accepting connections`)),
+    );
     let recent = '';
     child.stderr!.on('data', (c) => {
       // The line may arrive split across chunks.

@@ -88,7 +88,9 @@ export async function startEmbeddedPostgres(requestedDataDir: string): Promise<E
     const hint = serverUser
       ? ` (running as root, the server runs as the "postgres" user, which must be able to reach ${dataDir})`
       : '';
-    throw new Error(`embedded PostgreSQL did not start in ${dataDir}${hint}: ${(err as Error).message ?? err}\n${log.tail()}`);
+    throw new Error(
+      `embedded PostgreSQL did not start in ${dataDir}${hint}: ${(err as Error).message ?? err}\n${log.tail()}`,
+    );
   }
   try {
     await settlePassword(port, password, dataDir);

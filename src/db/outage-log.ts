@@ -29,6 +29,9 @@ export class OutageLog {
     const outage = this.#down.get(dependency);
     if (outage === undefined) return;
     this.#down.delete(dependency);
-    this.log.info({ dependency, ms: Date.now() - outage.since, failures: outage.failures }, `${dependency} available again`);
+    this.log.info(
+      { dependency, ms: Date.now() - outage.since, failures: outage.failures },
+      `${dependency} available again`,
+    );
   }
 }

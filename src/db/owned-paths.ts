@@ -23,7 +23,12 @@ export const PRIVATE = 0o077;
 export const NOT_WRITABLE = 0o022;
 
 /** Throws UnsafePathError unless `p` is a `kind`, not a link, of `uid`, without `forbidden` bits. */
-export async function checkOwned(p: string, kind: 'directory' | 'file', uid: number, forbidden: number): Promise<Stats> {
+export async function checkOwned(
+  p: string,
+  kind: 'directory' | 'file',
+  uid: number,
+  forbidden: number,
+): Promise<Stats> {
   const st = await fs.lstat(p);
   if (st.isSymbolicLink()) throw new UnsafePathError(p, 'it is a symbolic link');
   return checkStats(p, st, kind, uid, forbidden);
@@ -34,7 +39,8 @@ function checkStats(p: string, st: Stats, kind: 'directory' | 'file', uid: numbe
   if (st.uid !== uid) throw new UnsafePathError(p, `it is owned by uid ${st.uid}, not by uid ${uid}`);
   if ((st.mode & forbidden) !== 0) {
     const mode = (st.mode & 0o7777).toString(8).padStart(4, '0');
-    const want = forbidden === PRIVATE ? 'group and others must have no access (0700)' : 'group and others must not write to it';
+    const want =
+      forbidden === PRIVATE ? 'group and others must have no access (0700)' : 'group and others must not write to it';
     throw new UnsafePathError(p, `its mode is ${mode}; ${want}`);
   }
   return st;
@@ -129,7 +135,8 @@ export async function ensureSafeParents(p: string): Promise<void> {
     const next = path.join(cur, name);
     const st = await lstatOrMkdir(next);
     if (st.isSymbolicLink()) {
-      if (st.uid !== 0 && st.uid !== me) throw new UnsafePathError(next, `it is a symbolic link owned by uid ${st.uid}, ${notTrusted(me)}`);
+      if (st.uid !== 0 && st.uid !== me)
+        throw new UnsafePathError(next, `it is a symbolic link owned by uid ${st.uid}, ${notTrusted(me)}`);
       if (++links > 40) throw new UnsafePathError(next, 'too many symbolic links');
       const target = await fs.readlink(next);
       if (path.isAbsolute(target)) cur = path.sep;

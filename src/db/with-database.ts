@@ -20,7 +20,9 @@ export async function withDatabase<T>(config: Config, fn: (sql: Sql) => Promise<
     if (!isConnectionLost(err)) throw err;
     const why = (err as Error).message;
     throw new Error(
-      reached ? `lost the connection to PostgreSQL (${why}); what was not committed was discarded` : `cannot reach PostgreSQL (${why})`,
+      reached
+        ? `lost the connection to PostgreSQL (${why}); what was not committed was discarded`
+        : `cannot reach PostgreSQL (${why})`,
       { cause: err },
     );
   } finally {

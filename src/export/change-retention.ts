@@ -13,7 +13,9 @@ const PRUNE_TIMEOUT_MS = 15 * 60_000;
 export async function pruneChanges(sql: Sql, retentionDays: number): Promise<number> {
   return inTransaction(sql, async (tx) => {
     await tx.unsafe(`SET LOCAL statement_timeout = ${PRUNE_TIMEOUT_MS}`);
-    const [row] = await tx<{ n: string }[]>`SELECT kbx_prune_changes(make_interval(days => ${retentionDays}))::text AS n`;
+    const [row] = await tx<
+      { n: string }[]
+    >`SELECT kbx_prune_changes(make_interval(days => ${retentionDays}))::text AS n`;
     return Number(row!.n);
   });
 }

@@ -43,7 +43,8 @@ const CHANGE_STATE_QUERY = `
 
 /** Distinct values of `col` within snapshot `$2`'s [xmin, xmax), one index probe each (a loose index scan). */
 function distinctIn(table: string, col: string, where: string): string {
-  const probe = (from: string) => `(SELECT ${col} FROM ${table} WHERE ${where} AND ${col} ${from} AND ${col} < pg_snapshot_xmax($2::pg_snapshot) ORDER BY ${col} LIMIT 1)`;
+  const probe = (from: string) =>
+    `(SELECT ${col} FROM ${table} WHERE ${where} AND ${col} ${from} AND ${col} < pg_snapshot_xmax($2::pg_snapshot) ORDER BY ${col} LIMIT 1)`;
   return `(WITH RECURSIVE c(x) AS (
       ${probe('>= pg_snapshot_xmin($2::pg_snapshot)')}
       UNION ALL

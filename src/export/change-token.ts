@@ -19,7 +19,8 @@ const LIST_MAX_BYTES = 2048;
 const MAX_TOKEN_BYTES = FIXED_BYTES + 6 * 10 + LIST_MAX_BYTES + MAC_BYTES;
 /** No token is longer (base64url of MAX_TOKEN_BYTES), so every one fits the `changedSince` parameter (D12.8). */
 export const MAX_TOKEN_CHARS = Math.ceil((MAX_TOKEN_BYTES * 4) / 3);
-if (MAX_TOKEN_CHARS > MAX_CHANGED_SINCE_CHARS) throw new Error(`change tokens of ${MAX_TOKEN_CHARS} characters would not fit changedSince`);
+if (MAX_TOKEN_CHARS > MAX_CHANGED_SINCE_CHARS)
+  throw new Error(`change tokens of ${MAX_TOKEN_CHARS} characters would not fit changedSince`);
 const MAC_LABEL = 'kb-export change token\0';
 
 type InvalidReason = 'malformed' | 'forged' | 'other-book' | 'recreated-book' | 'other-options' | 'other-prefix';
@@ -168,7 +169,8 @@ function readSeen(r: Reader): { issuedS: bigint; seen: Seen } {
 const hashOf = (label: string, value: string) =>
   createHash('sha256').update(`${label}\0${value}`).digest().subarray(0, HASH_BYTES);
 
-const describe = (o: ExportOptions) => `excludeCategories=${o.excludeCategories}&includeContentHtml=${o.includeContentHtml}`;
+const describe = (o: ExportOptions) =>
+  `excludeCategories=${o.excludeCategories}&includeContentHtml=${o.includeContentHtml}`;
 
 function header(state: ChangeState, opts: ExportOptions, prefixHash: Buffer, formatHash: Buffer): Buffer {
   const epoch = Buffer.from(state.changeEpoch.replace(/-/g, ''), 'hex');
@@ -219,7 +221,8 @@ export class ChangeTokens {
     let list = listBytes([], snap.xmin);
     for (const [k, xids] of lists) {
       const bytes = listBytes(xids, snap.xmin);
-      if (bytes.length <= LIST_MAX_BYTES && (kind === KIND.horizon || bytes.length < list.length)) [kind, list] = [k, bytes];
+      if (bytes.length <= LIST_MAX_BYTES && (kind === KIND.horizon || bytes.length < list.length))
+        [kind, list] = [k, bytes];
     }
     const tail: number[] = [];
     writeVarint(tail, BigInt(Math.floor(state.nowS)));
@@ -227,13 +230,20 @@ export class ChangeTokens {
     writeVarint(tail, snap.xmin);
     writeVarint(tail, snap.xmax - snap.xmin);
     writeVarint(tail, BigInt(kind));
-    const body = Buffer.concat([header(state, opts, this.prefixHash, this.formatHash), Buffer.from(tail), Buffer.from(list)]);
+    const body = Buffer.concat([
+      header(state, opts, this.prefixHash, this.formatHash),
+      Buffer.from(tail),
+      Buffer.from(list),
+    ]);
     return Buffer.concat([body, this.mac(body)]).toString('base64url');
   }
 
   /** The token's verified body, or null when it is not one this service issued in this version. */
   private open(token: string): Buffer | null {
-    const raw = token.length <= MAX_TOKEN_CHARS && /^[A-Za-z0-9_-]+$/.test(token) ? Buffer.from(token, 'base64url') : Buffer.alloc(0);
+    const raw =
+      token.length <= MAX_TOKEN_CHARS && /^[A-Za-z0-9_-]+$/.test(token)
+        ? Buffer.from(token, 'base64url')
+        : Buffer.alloc(0);
     if (raw.length < FIXED_BYTES + MAC_BYTES) return null;
     const body = raw.subarray(0, raw.length - MAC_BYTES);
     return timingSafeEqual(this.mac(body), raw.subarray(raw.length - MAC_BYTES)) ? body : null;
@@ -271,7 +281,10 @@ export class ChangeTokens {
       throw new InvalidChangeTokenError('malformed', 'changedSince is not a change token');
     }
     if (state.nowS - Number(issuedS) > this.config.retentionDays * 86_400) {
-      throw new ExpiredChangeTokenError('expired', `changedSince is older than CHANGE_RETENTION_DAYS (${this.config.retentionDays} days)`);
+      throw new ExpiredChangeTokenError(
+        'expired',
+        `changedSince is older than CHANGE_RETENTION_DAYS (${this.config.retentionDays} days)`,
+      );
     }
     if (BigInt(state.tokenFloor) > seen.xmin) {
       throw new ExpiredChangeTokenError('pruned', 'changedSince is older than the removals this service keeps');
@@ -285,13 +298,20 @@ export class ChangeTokens {
     const body = this.open(token);
     if (body === null) {
       const raw = /^[A-Za-z0-9_-]*$/.test(token) ? Buffer.from(token, 'base64url') : Buffer.alloc(0);
-      if (token.length > MAX_TOKEN_CHARS || raw.length < FIXED_BYTES + MAC_BYTES || (raw[0] !== VERSION && raw[0] !== 1)) {
+      if (
+        token.length > MAX_TOKEN_CHARS ||
+        raw.length < FIXED_BYTES + MAC_BYTES ||
+        (raw[0] !== VERSION && raw[0] !== 1)
+      ) {
         throw new InvalidChangeTokenError('malformed', 'changedSince is not a change token');
       }
       throw new InvalidChangeTokenError('forged', 'changedSince is not a change token this service issued');
     }
     if (body[0] !== VERSION) {
-      throw new ExpiredChangeTokenError('other-format', 'changedSince was issued by an earlier release of kb-export: take a full export once');
+      throw new ExpiredChangeTokenError(
+        'other-format',
+        'changedSince was issued by an earlier release of kb-export: take a full export once',
+      );
     }
     return body;
   }
@@ -299,22 +319,37 @@ export class ChangeTokens {
   /** The book, its incarnation, the database, the options, the prefix and the output format the token names are this request's (D12.4). */
   private checkBinding(body: Buffer, state: ChangeState, opts: ExportOptions): void {
     const want = header(state, opts, this.prefixHash, this.formatHash);
-    const same = (start: number, bytes: number) => body.subarray(start, start + bytes).equals(want.subarray(start, start + bytes));
-    if (!same(AT.book, HASH_BYTES)) throw new InvalidChangeTokenError('other-book', 'changedSince was issued for another knowledge base');
+    const same = (start: number, bytes: number) =>
+      body.subarray(start, start + bytes).equals(want.subarray(start, start + bytes));
+    if (!same(AT.book, HASH_BYTES))
+      throw new InvalidChangeTokenError('other-book', 'changedSince was issued for another knowledge base');
     if (!same(AT.database, HASH_BYTES)) {
-      throw new ExpiredChangeTokenError('other-database', 'changedSince was issued by another database (restored or upgraded since)');
+      throw new ExpiredChangeTokenError(
+        'other-database',
+        'changedSince was issued by another database (restored or upgraded since)',
+      );
     }
     if (!same(AT.epoch, EPOCH_BYTES)) {
-      throw new InvalidChangeTokenError('recreated-book', 'changedSince was issued before this knowledge base was deleted and created again');
+      throw new InvalidChangeTokenError(
+        'recreated-book',
+        'changedSince was issued before this knowledge base was deleted and created again',
+      );
     }
     if (body[1] !== want[1]) {
       const bits = body[1]!;
       const issued = describe({ excludeCategories: (bits & 1) !== 0, includeContentHtml: (bits & 2) !== 0 });
-      throw new InvalidChangeTokenError('other-options', `changedSince was issued for ${issued}, not ${describe(opts)}`);
+      throw new InvalidChangeTokenError(
+        'other-options',
+        `changedSince was issued for ${issued}, not ${describe(opts)}`,
+      );
     }
-    if (!same(AT.prefix, HASH_BYTES)) throw new InvalidChangeTokenError('other-prefix', 'changedSince was issued under another media proxy prefix');
+    if (!same(AT.prefix, HASH_BYTES))
+      throw new InvalidChangeTokenError('other-prefix', 'changedSince was issued under another media proxy prefix');
     if (!same(AT.format, HASH_BYTES)) {
-      throw new ExpiredChangeTokenError('other-format', 'changedSince was issued by a server release with another output format');
+      throw new ExpiredChangeTokenError(
+        'other-format',
+        'changedSince was issued by a server release with another output format',
+      );
     }
   }
 }
@@ -328,8 +363,12 @@ function checkHistory(seen: Seen, state: ChangeState): void {
   const now = parseSnapshot(state.snapshot);
   const sameTimeline = seen.timeline === BigInt(state.timeline);
   if (state.inRecovery) {
-    if (!sameTimeline) throw new StandbyBehindTokenError(`the standby replays timeline ${state.timeline}, changedSince was issued on ${seen.timeline}`);
-    if (now.xmin < seen.xmax) throw new StandbyBehindTokenError('the standby has not replayed every transaction changedSince saw');
+    if (!sameTimeline)
+      throw new StandbyBehindTokenError(
+        `the standby replays timeline ${state.timeline}, changedSince was issued on ${seen.timeline}`,
+      );
+    if (now.xmin < seen.xmax)
+      throw new StandbyBehindTokenError('the standby has not replayed every transaction changedSince saw');
     return;
   }
   if (!sameTimeline) {
@@ -339,7 +378,10 @@ function checkHistory(seen: Seen, state: ChangeState): void {
     );
   }
   if (seen.xmax > now.xmax || now.xip.some((x) => saw(seen, x))) {
-    throw new ExpiredChangeTokenError('ahead', 'changedSince saw transactions this database does not have (restored or failed over since): take a full export');
+    throw new ExpiredChangeTokenError(
+      'ahead',
+      'changedSince saw transactions this database does not have (restored or failed over since): take a full export',
+    );
   }
 }
 

@@ -76,7 +76,12 @@ const REMOVED_BATCH = 1000;
  * Runs the export `request` asks for into `res`. Throws ApiError or DependencyError (D8.5) before the
  * first byte; after it, destroys `res` and rethrows. A client that goes is an outcome, not an error.
  */
-export function streamExport(request: ExportRequest, res: ServerResponse, settings: PipelineSettings, run: PipelineRun): Promise<ExportResult> {
+export function streamExport(
+  request: ExportRequest,
+  res: ServerResponse,
+  settings: PipelineSettings,
+  run: PipelineRun,
+): Promise<ExportResult> {
   return new ExportPipeline(request, res, settings, run).run();
 }
 
@@ -156,7 +161,8 @@ class ExportPipeline {
   /** The book and its export version, its change state and this body's token, a delta's token checked, the cursor. */
   async #open(snap: Snapshot): Promise<Opened> {
     const { request, settings } = this;
-    const lookup = <T>(text: string, params: readonly unknown[]) => snap.query<T>(text, params, { timeoutMs: this.#timeouts.startMs });
+    const lookup = <T>(text: string, params: readonly unknown[]) =>
+      snap.query<T>(text, params, { timeoutMs: this.#timeouts.startMs });
     const book = await findBook((text, params) => lookup(text, params), request.caller.userId, request.bookSlug);
     if (!book) throw new ApiError('BOOK_NOT_FOUND');
     this.#version = book.export_version;
@@ -165,16 +171,28 @@ class ExportPipeline {
     const since = request.changedSince === null ? null : tokens.accept(request.changedSince, state, request.options);
     this.#token = tokens.issue(state, request.options);
     const rows = Math.max(1, Math.trunc(settings.batchRows));
-    const selection = since !== null ? { since } : request.after !== null ? { after: request.after } : { all: true as const };
-    const cursor = await DocumentCursor.open(snap, { ...request.options, withPlans: settings.plans !== null }, book.id, selection, {
-      budgetBytes: settings.batchBytes,
-      maxRows: rows,
-      firstRows: Math.min(rows, FIRST_BATCH_ROWS),
-      startMs: this.#timeouts.startMs,
-      fetchMs: this.#timeouts.fetchMs,
-    });
+    const selection =
+      since !== null ? { since } : request.after !== null ? { after: request.after } : { all: true as const };
+    const cursor = await DocumentCursor.open(
+      snap,
+      { ...request.options, withPlans: settings.plans !== null },
+      book.id,
+      selection,
+      {
+        budgetBytes: settings.batchBytes,
+        maxRows: rows,
+        firstRows: Math.min(rows, FIRST_BATCH_ROWS),
+        startMs: this.#timeouts.startMs,
+        fetchMs: this.#timeouts.fetchMs,
+      },
+    );
     const needed = (bytes: number) => (settings.minDrainBytesPerS > 0 ? this.#idleNeededMs(bytes) : 0);
-    return { book, cursor, since, idle: new IdleAllowance(snap, this.#timeouts.idleInTransactionMs, needed, this.#timeouts.fetchMs) };
+    return {
+      book,
+      cursor,
+      since,
+      idle: new IdleAllowance(snap, this.#timeouts.idleInTransactionMs, needed, this.#timeouts.fetchMs),
+    };
   }
 
   /** The first batch, rewritten before the status line, then sent at once: time to first byte waits for no full chunk. */
@@ -221,9 +239,14 @@ class ExportPipeline {
   async #removals(snap: Snapshot, book: BookRow, since: ChangeSince): Promise<void> {
     const timeoutMs = this.#timeouts.fetchMs;
     const params = [book.id, ...sinceParams(since)];
-    await snap.query(`DECLARE kb_export_removed NO SCROLL CURSOR FOR ${removedQuery(this.request.options)}`, params, { timeoutMs });
+    await snap.query(`DECLARE kb_export_removed NO SCROLL CURSOR FOR ${removedQuery(this.request.options)}`, params, {
+      timeoutMs,
+    });
     for (;;) {
-      const rows = await snap.query<[Buffer][]>(`FETCH FORWARD ${REMOVED_BATCH} FROM kb_export_removed`, [], { raw: true, timeoutMs });
+      const rows = await snap.query<[Buffer][]>(`FETCH FORWARD ${REMOVED_BATCH} FROM kb_export_removed`, [], {
+        raw: true,
+        timeoutMs,
+      });
       await this.#body.writeRemoved(rows.map((r) => r[0]));
       if (rows.length < REMOVED_BATCH) break;
     }

@@ -35,7 +35,11 @@ export function registerExportRoute(api: FastifyInstance, exporter: Exporter): v
     try {
       const { request, located } = await read(req);
       if (notModified(req, reply, request, located)) return;
-      await exporter.send(request, located, reply.raw, { log: req.log, signal: client.signal, takeOver: () => takeOver(reply) });
+      await exporter.send(request, located, reply.raw, {
+        log: req.log,
+        signal: client.signal,
+        takeOver: () => takeOver(reply),
+      });
     } finally {
       client.dispose();
     }

@@ -85,7 +85,12 @@ const POOL_BATCH_BYTES = 1024 * 1024;
 const BATCH_BYTES = 2 * 1024 * 1024;
 
 /** The pipeline's settings from the configuration, for exports with or without contentHtml. */
-export function pipelineSettings(config: Config, includeContentHtml: boolean, rewritePool: RewritePool | null, plans: PlanUse | null): PipelineSettings {
+export function pipelineSettings(
+  config: Config,
+  includeContentHtml: boolean,
+  rewritePool: RewritePool | null,
+  plans: PlanUse | null,
+): PipelineSettings {
   return {
     mediaProxyPrefix: config.mediaProxyPrefix,
     batchRows: config.exportBatchSize,
@@ -147,11 +152,24 @@ export class Exporter {
       queueTimeoutMs: config.exportQueueTimeoutMs,
       perUserMax: config.exportPerUserMax,
     });
-    const leases = pools.redis ? new UserLeases({ redis: pools.redis, keyPrefix: config.redisKeyPrefix, perUserMax: config.exportPerUserMax, timeoutMs: config.dbTimeoutMs, log }) : null;
+    const leases = pools.redis
+      ? new UserLeases({
+          redis: pools.redis,
+          keyPrefix: config.redisKeyPrefix,
+          perUserMax: config.exportPerUserMax,
+          timeoutMs: config.dbTimeoutMs,
+          log,
+        })
+      : null;
     this.#admission = new FleetAdmission(local, leases);
     this.#cache = new ExportCache(config.exportCacheBytes);
-    this.#pool = config.rewriteWorkers > 0 ? new RewritePool(config.rewriteWorkers, { jobTimeoutMs: config.rewriteTimeoutMs, log }) : null;
-    this.#planWriter = config.rewritePlans ? new PlanWriter(pools.planSql, { log, timeoutMs: config.dbTimeoutMs }) : null;
+    this.#pool =
+      config.rewriteWorkers > 0
+        ? new RewritePool(config.rewriteWorkers, { jobTimeoutMs: config.rewriteTimeoutMs, log })
+        : null;
+    this.#planWriter = config.rewritePlans
+      ? new PlanWriter(pools.planSql, { log, timeoutMs: config.dbTimeoutMs })
+      : null;
     this.#plans = this.#planWriter ? { writer: this.#planWriter, counts: { reused: 0, computed: 0 } } : null;
     this.#settings = {
       withHtml: pipelineSettings(config, true, this.#pool, this.#plans),
@@ -172,7 +190,10 @@ export class Exporter {
    */
   async locate(request: ExportRequest, log: FastifyBaseLogger): Promise<Located> {
     const bookOn = (sql: Sql) => this.#lookups.book(request.caller.userId, request.bookSlug, sql);
-    const onPrimary = async (): Promise<Located> => ({ source: this.#primary, book: await bookOn(this.#primary.lookupSql) });
+    const onPrimary = async (): Promise<Located> => ({
+      source: this.#primary,
+      book: await bookOn(this.#primary.lookupSql),
+    });
     const picked = this.#replicas?.pick();
     if (!picked) return onPrimary();
     const source = { name: picked.name, standby: true, lookupSql: picked.sql, exportSql: picked.sql };
@@ -184,7 +205,10 @@ export class Exporter {
       this.#fellBack('standby_failed', source, log, err);
       return onPrimary();
     }
-    if (request.changedSince !== null && !(await asDependency(this.changeTokens())).answerableAbove(request.changedSince, book.snapshot_xmin)) {
+    if (
+      request.changedSince !== null &&
+      !(await asDependency(this.changeTokens())).answerableAbove(request.changedSince, book.snapshot_xmin)
+    ) {
       this.#fellBack('behind_token', source, log);
       return onPrimary();
     }
@@ -206,7 +230,9 @@ export class Exporter {
     const tokens = await asDependency(this.changeTokens());
     const stateOn = (sql: Sql) =>
       this.#lookups.read(sql, 'change state', (on) =>
-        inTransaction(on, (tx) => readChangeState((text, params) => tx.unsafe(text, params), located.book.id), { mode: 'ISOLATION LEVEL REPEATABLE READ READ ONLY' }),
+        inTransaction(on, (tx) => readChangeState((text, params) => tx.unsafe(text, params), located.book.id), {
+          mode: 'ISOLATION LEVEL REPEATABLE READ READ ONLY',
+        }),
       );
     let state = await stateOn(located.source.lookupSql);
     let version = located.book.export_version;
@@ -216,7 +242,8 @@ export class Exporter {
       } catch (err) {
         if (!(err instanceof StandbyBehindTokenError)) throw err;
         this.#fellBack('behind_token', located.source, log);
-        version = (await this.#lookups.book(request.caller.userId, request.bookSlug, this.#primary.lookupSql)).export_version;
+        version = (await this.#lookups.book(request.caller.userId, request.bookSlug, this.#primary.lookupSql))
+          .export_version;
         state = await stateOn(this.#primary.lookupSql);
         tokens.accept(request.changedSince, state, request.options);
       }
@@ -271,7 +298,11 @@ export class Exporter {
    */
   async send(request: ExportRequest, located: Located, res: ServerResponse, ctx: ExportContext): Promise<void> {
     const { caller, bookSlug, options, format, encoding } = request;
-    const log = new ExportLog(ctx.log, { ...caller, bookSlug, ...options, format, encoding, source: located.source.name }, this.#ended);
+    const log = new ExportLog(
+      ctx.log,
+      { ...caller, bookSlug, ...options, format, encoding, source: located.source.name },
+      this.#ended,
+    );
     log.start();
     let admitted: Admitted;
     let kept: Kept | undefined;
@@ -292,7 +323,9 @@ export class Exporter {
         ctx.log.info({ bookSlug }, 'client went away before its export started');
         return;
       }
-      log.end(err instanceof ApiError ? 'rejected' : 'failed', { reason: err instanceof ApiError ? err.code : (err as Error).message });
+      log.end(err instanceof ApiError ? 'rejected' : 'failed', {
+        reason: err instanceof ApiError ? err.code : (err as Error).message,
+      });
       throw err;
     }
     const watch = { current: watchCause(this.#primary, 0) };
@@ -305,8 +338,28 @@ export class Exporter {
     try {
       const outcome =
         kept !== undefined
-          ? { ...(await sendKeptBody(kept, located.book.export_version, request, res, this.#writerLimits(), onHeaders, admitted.lost)), cached: true, count: countOf(kept.body) }
-          : await this.#stream(request, located, res, { ctx, log, watch, changeTokens, onHeaders, stop: admitted.lost, key });
+          ? {
+              ...(await sendKeptBody(
+                kept,
+                located.book.export_version,
+                request,
+                res,
+                this.#writerLimits(),
+                onHeaders,
+                admitted.lost,
+              )),
+              cached: true,
+              count: countOf(kept.body),
+            }
+          : await this.#stream(request, located, res, {
+              ctx,
+              log,
+              watch,
+              changeTokens,
+              onHeaders,
+              stop: admitted.lost,
+              key,
+            });
       ended(log, outcome);
     } catch (err) {
       await this.#failed(err, res, ctx, log, watch.current, bookSlug);
@@ -337,16 +390,29 @@ export class Exporter {
   ): Promise<Outcome> {
     const settings = request.options.includeContentHtml ? this.#settings.withHtml : this.#settings.withoutHtml;
     const captureUpTo = isFull(request) ? this.#cache.maxEntryBytes : 0;
-    for (let source = located.source; ; ) {
+    for (let source = located.source; ;) {
       run.watch.current = watchCause(source, this.#config.dbTimeoutMs);
       try {
         const { changeTokens, onHeaders, stop } = run;
-        const result = await streamExport(request, res, settings, { sql: source.exportSql, onStandby: source.standby, changeTokens, captureUpTo, onHeaders, stop });
-        if (result.body !== undefined) this.#cache.set({ ...run.key, version: result.version }, result.body, result.token);
+        const result = await streamExport(request, res, settings, {
+          sql: source.exportSql,
+          onStandby: source.standby,
+          changeTokens,
+          captureUpTo,
+          onHeaders,
+          stop,
+        });
+        if (result.body !== undefined)
+          this.#cache.set({ ...run.key, version: result.version }, result.body, result.token);
         return result;
       } catch (err) {
         if (source === this.#primary || res.headersSent || res.destroyed || !isStandbyFailure(err)) throw err;
-        this.#fellBack(err instanceof StandbyBehindTokenError ? 'behind_token' : 'standby_failed', source, run.ctx.log, err);
+        this.#fellBack(
+          err instanceof StandbyBehindTokenError ? 'behind_token' : 'standby_failed',
+          source,
+          run.ctx.log,
+          err,
+        );
         source = this.#primary;
         run.log.readFrom(source.name);
       }
@@ -354,7 +420,14 @@ export class Exporter {
   }
 
   /** An export that failed: aborted and logged here after its first byte (D6.3), else logged and rethrown for an envelope. */
-  async #failed(err: unknown, res: ServerResponse, ctx: ExportContext, log: ExportLog, watch: CauseWatch, bookSlug: string): Promise<void> {
+  async #failed(
+    err: unknown,
+    res: ServerResponse,
+    ctx: ExportContext,
+    log: ExportLog,
+    watch: CauseWatch,
+    bookSlug: string,
+  ): Promise<void> {
     if (res.headersSent || res.destroyed) {
       ctx.takeOver();
       const cause = await watch.causeOf(err);
@@ -362,7 +435,10 @@ export class Exporter {
       log.end('failed', { reason: cause === 'other' ? (err as Error).message : cause, cause });
       return;
     }
-    log.end('failed', { reason: err instanceof ApiError ? err.code : (err as Error).message, cause: await watch.causeOf(err) });
+    log.end('failed', {
+      reason: err instanceof ApiError ? err.code : (err as Error).message,
+      cause: await watch.causeOf(err),
+    });
     throw err;
   }
 
@@ -373,14 +449,25 @@ export class Exporter {
 
   #fellBack(reason: FallbackReason, from: ReadSource, log: FastifyBaseLogger, err?: unknown): void {
     this.#replicas?.fellBack(reason);
-    const why = reason === 'behind_token' ? 'it has not replayed every transaction changedSince saw' : 'it failed before the first byte';
-    log.info({ replica: from.name, reason, ...(err === undefined ? {} : { err }) }, `export reads the primary: ${from.name} ${why}`);
+    const why =
+      reason === 'behind_token'
+        ? 'it has not replayed every transaction changedSince saw'
+        : 'it failed before the first byte';
+    log.info(
+      { replica: from.name, reason, ...(err === undefined ? {} : { err }) },
+      `export reads the primary: ${from.name} ${why}`,
+    );
   }
 }
 
 /** The one place an export's end is written, whichever way its body was sent. */
 function ended(log: ExportLog, o: Outcome): void {
-  log.end(o.outcome, { ...(o.cached ? { cached: true } : {}), count: o.count, bytes: o.bytes, ...(o.reason ? { reason: o.reason } : {}) });
+  log.end(o.outcome, {
+    ...(o.cached ? { cached: true } : {}),
+    count: o.count,
+    bytes: o.bytes,
+    ...(o.reason ? { reason: o.reason } : {}),
+  });
 }
 
 /** Every document of the book: neither a delta nor a resumed export. */
@@ -388,7 +475,13 @@ const isFull = (request: ExportRequest) => request.changedSince === null && requ
 
 /** The export cache's key of `request` for `book` as looked up. */
 function cacheKey(request: ExportRequest, book: BookLookup): ExportCacheKey {
-  return { bookId: book.id, version: book.export_version, tokenFloor: book.token_floor, ...request.options, format: request.format };
+  return {
+    bookId: book.id,
+    version: book.export_version,
+    tokenFloor: book.token_floor,
+    ...request.options,
+    format: request.format,
+  };
 }
 
 /** A standby that failed or cannot answer: the request may read the primary instead. */

@@ -24,7 +24,8 @@ export function watchCause(source: { standby: boolean; lookupSql: Sql }, timeout
   return {
     async causeOf(err) {
       const cause = (err as { cause?: unknown } | null)?.cause;
-      if (isRecoveryConflict(err, source.standby) || isRecoveryConflict(cause, source.standby)) return 'recovery_conflict';
+      if (isRecoveryConflict(err, source.standby) || isRecoveryConflict(cause, source.standby))
+        return 'recovery_conflict';
       if (err instanceof LeaseLostError) return 'lease_lost';
       if (before !== null && (isConnectionLost(err) || isConnectionLost(cause))) {
         const [was, now] = [await before, await conflictsSoFar(source.lookupSql, timeoutMs)];

@@ -36,7 +36,15 @@ function adler32(data: Buffer): number {
 
 /** A zlib stream of one stored (uncompressed) block: the same bytes whatever the zlib. */
 function storedZlib(data: Buffer): Buffer {
-  const head = Buffer.from([0x78, 0x01, 0x01, data.length & 0xff, data.length >> 8, ~data.length & 0xff, (~data.length >> 8) & 0xff]);
+  const head = Buffer.from([
+    0x78,
+    0x01,
+    0x01,
+    data.length & 0xff,
+    data.length >> 8,
+    ~data.length & 0xff,
+    (~data.length >> 8) & 0xff,
+  ]);
   const tail = Buffer.alloc(4);
   tail.writeUInt32BE(adler32(data), 0);
   return Buffer.concat([head, data, tail]);
@@ -59,7 +67,12 @@ export function demoPng(name: string): Buffer {
   ihdr.writeUInt32BE(SIZE, 4);
   ihdr[8] = 8; // bit depth
   ihdr[9] = 2; // colour type: RGB
-  return Buffer.concat([PNG_SIGNATURE, chunk('IHDR', ihdr), chunk('IDAT', storedZlib(rows)), chunk('IEND', Buffer.alloc(0))]);
+  return Buffer.concat([
+    PNG_SIGNATURE,
+    chunk('IHDR', ihdr),
+    chunk('IDAT', storedZlib(rows)),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
 }
 
 /**
@@ -75,7 +88,8 @@ export function registerDemoMedia(app: FastifyInstance, prefix: string): boolean
     handler: async (req: FastifyRequest, reply: FastifyReply) => {
       const pathname = (req.raw.url ?? '').split(/[?#]/, 1)[0]!;
       const name = pathname.slice(prefix.length);
-      if (name === '' || name.endsWith('/')) return reply.code(404).send({ success: false, code: 'NOT_FOUND', message: 'No such media' });
+      if (name === '' || name.endsWith('/'))
+        return reply.code(404).send({ success: false, code: 'NOT_FOUND', message: 'No such media' });
       reply.header('cache-control', 'public, max-age=86400');
       if (IMAGE.test(name)) return reply.type('image/png').send(demoPng(name));
       let decoded = name;

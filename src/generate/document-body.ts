@@ -1,5 +1,14 @@
 /** HTML bodies of generated documents, with their plain text, built from pool strings (docs/architecture.md). */
-import { ATTACHMENTS, CODE, CODE_HTML, escapeAttr, escapeHtml, IMAGE_DIRS, sentencePools, type Sentence } from './text-pools.js';
+import {
+  ATTACHMENTS,
+  CODE,
+  CODE_HTML,
+  escapeAttr,
+  escapeHtml,
+  IMAGE_DIRS,
+  sentencePools,
+  type Sentence,
+} from './text-pools.js';
 
 /** Target HTML length (UTF-16 units), heavy-tailed: 70% 1–6 K, 23% 6–30 K, 6% 30–120 K, 1% 120–500 K; mean ~12 K. */
 export function targetLength(rnd: () => number): number {
@@ -90,7 +99,12 @@ export function table(c: BodyContext, rows: number): { html: string; text: strin
 }
 
 /** Appends blocks until the HTML reaches its target length; returns the HTML and its plain text. */
-export function body(c: BodyContext, target: number, withImages: boolean, withAttachments: boolean): { html: string; text: string } {
+export function body(
+  c: BodyContext,
+  target: number,
+  withImages: boolean,
+  withAttachments: boolean,
+): { html: string; text: string } {
   const rnd = c.rnd;
   let html = '';
   let text = '';
@@ -123,7 +137,11 @@ export function body(c: BodyContext, target: number, withImages: boolean, withAt
       const n = 2 + Math.floor(rnd() * 7);
       const r = rnd();
       const [open, close, item] =
-        r < 0.5 ? ['<ul>', '</ul>', '<li>'] : r < 0.8 ? ['<ol>', '</ol>', '<li>'] : ['<ul data-type="taskList">', '</ul>', ''];
+        r < 0.5
+          ? ['<ul>', '</ul>', '<li>']
+          : r < 0.8
+            ? ['<ol>', '</ol>', '<li>']
+            : ['<ul data-type="taskList">', '</ul>', ''];
       let h = open;
       for (let i = 0; i < n; i++) {
         const s = sentenceOf(c);
@@ -145,7 +163,8 @@ export function body(c: BodyContext, target: number, withImages: boolean, withAt
       text += s.text + '\n';
     } else if (k < 0.88) {
       const s = sentenceOf(c);
-      html += '<div class="callout" data-callout="' + (rnd() < 0.5 ? 'info' : 'warning') + '"><p>💡 ' + s.rich + '</p></div>';
+      html +=
+        '<div class="callout" data-callout="' + (rnd() < 0.5 ? 'info' : 'warning') + '"><p>💡 ' + s.rich + '</p></div>';
       text += '💡 ' + s.text + '\n';
     } else if (k < 0.9) {
       html += '<hr>';
@@ -154,10 +173,13 @@ export function body(c: BodyContext, target: number, withImages: boolean, withAt
       const s = sentenceOf(c);
       const r = rnd();
       const href =
-        r < 0.4 ? `../doc-${Math.floor(rnd() * 5000).toString(36)}`
-        : r < 0.6 ? `#h-${Math.floor(rnd() * 4)}`
-        : r < 0.9 ? `https://example.com/docs/${c.index}?ref=kb&amp;lang=en`
-        : 'mailto:team@example.com';
+        r < 0.4
+          ? `../doc-${Math.floor(rnd() * 5000).toString(36)}`
+          : r < 0.6
+            ? `#h-${Math.floor(rnd() * 4)}`
+            : r < 0.9
+              ? `https://example.com/docs/${c.index}?ref=kb&amp;lang=en`
+              : 'mailto:team@example.com';
       html += `<p>${s.rich} <a href="${href}">${titles[Math.floor(rnd() * titles.length)]!.esc}</a></p>`;
       text += s.text + '\n';
     }

@@ -85,7 +85,9 @@ function pickCover(rnd: () => number, i: number): { url: string; position: strin
   const u = rnd();
   if (u >= 0.12) return null;
   const url =
-    u < 0.03 ? `https://images.example.com/covers/${i}.jpg` : `${IMAGE_DIRS[Math.floor(rnd() * IMAGE_DIRS.length)]}covers/${i.toString(36)}.jpg`;
+    u < 0.03
+      ? `https://images.example.com/covers/${i}.jpg`
+      : `${IMAGE_DIRS[Math.floor(rnd() * IMAGE_DIRS.length)]}covers/${i.toString(36)}.jpg`;
   return { url, position: u < 0.06 ? null : u < 0.09 ? 'top' : '50% 30%' };
 }
 

@@ -33,9 +33,49 @@ const EN_CONTENT = (
 ).split(' ');
 // Rare tokens that encoders and escapers must get right, at the rate real prose has them.
 const EN_RARE = [
-  '"quoted"', "it's", "don't", 'R&D', 'Q&A', 'a<b', 'x > y', 'C:\\Users\\docs', '—', '–', '…', '“smart quotes”', '‘single’',
-  '©', '™', '€20', '£5', '20°C', '½', '3×', '→', '✓', '•', 'naïve', 'café', 'résumé', 'Straße', 'Zürich', '🚀', '✅', '👍🏽',
-  '👨‍👩‍👧', '🇯🇵', '❤️', 'e\u0301', 'non\u00a0breaking', 'zero\u200bwidth', 'مرحبا', 'שלום', 'ﬁ', '<tag>', '&amp;', 'a\\b',
+  '"quoted"',
+  "it's",
+  "don't",
+  'R&D',
+  'Q&A',
+  'a<b',
+  'x > y',
+  'C:\\Users\\docs',
+  '—',
+  '–',
+  '…',
+  '“smart quotes”',
+  '‘single’',
+  '©',
+  '™',
+  '€20',
+  '£5',
+  '20°C',
+  '½',
+  '3×',
+  '→',
+  '✓',
+  '•',
+  'naïve',
+  'café',
+  'résumé',
+  'Straße',
+  'Zürich',
+  '🚀',
+  '✅',
+  '👍🏽',
+  '👨‍👩‍👧',
+  '🇯🇵',
+  '❤️',
+  'e\u0301',
+  'non\u00a0breaking',
+  'zero\u200bwidth',
+  'مرحبا',
+  'שלום',
+  'ﬁ',
+  '<tag>',
+  '&amp;',
+  'a\\b',
 ];
 const LANGS: Lang[] = [
   { words: [], sep: ' ', stops: ['.', '.', '.', '.', '?', '!', ':'] },
@@ -64,7 +104,10 @@ const LANGS: Lang[] = [
     stops: ['.', '.', '?', '!'],
   },
   {
-    words: 'ドキュメント 知識 検索 書き出し バックアップ 利用者 会議 手順 テンプレート 更新 確認 設定 の は を に が で と'.split(' '),
+    words:
+      'ドキュメント 知識 検索 書き出し バックアップ 利用者 会議 手順 テンプレート 更新 確認 設定 の は を に が で と'.split(
+        ' ',
+      ),
     sep: '',
     stops: ['。', '。', '？'],
   },
@@ -95,7 +138,14 @@ function capitalize(s: string): string {
   return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
-function makeSentence(rnd: () => number, lang: Lang, index: number, minWords: number, maxWords: number, stop: boolean): Sentence {
+function makeSentence(
+  rnd: () => number,
+  lang: Lang,
+  index: number,
+  minWords: number,
+  maxWords: number,
+  stop: boolean,
+): Sentence {
   const n = minWords + Math.floor(rnd() * (maxWords - minWords + 1));
   const english = lang === LANGS[0];
   // Titles and cells are mostly nouns: English function words would make them read oddly.
@@ -113,13 +163,20 @@ function makeSentence(rnd: () => number, lang: Lang, index: number, minWords: nu
     const at = 1 + Math.floor(rnd() * (n - 2));
     const w = escapeHtml(words[at]!);
     const [open, close] =
-      r < 0.1 ? ['<strong>', '</strong>']
-      : r < 0.17 ? ['<em>', '</em>']
-      : r < 0.22 ? ['<code>', '</code>']
-      : r < 0.26 ? [`<a href="https://example.com/wiki/${index}" target="_blank" rel="noopener">`, '</a>']
-      : [`<a href="../guide-${index % 50}">`, '</a>'];
+      r < 0.1
+        ? ['<strong>', '</strong>']
+        : r < 0.17
+          ? ['<em>', '</em>']
+          : r < 0.22
+            ? ['<code>', '</code>']
+            : r < 0.26
+              ? [`<a href="https://example.com/wiki/${index}" target="_blank" rel="noopener">`, '</a>']
+              : [`<a href="../guide-${index % 50}">`, '</a>'];
     const before = words.slice(0, at).map(escapeHtml).join(lang.sep);
-    const after = words.slice(at + 1).map(escapeHtml).join(lang.sep);
+    const after = words
+      .slice(at + 1)
+      .map(escapeHtml)
+      .join(lang.sep);
     rich = before + lang.sep + open + w + close + lang.sep + after + escapeHtml(end);
   }
   return { text, esc, rich };
@@ -149,81 +206,146 @@ export function sentencePools(): SentencePools {
 /** Code blocks: language tag and source text (with tabs, backslashes, quotes, `<`, `&` and blank lines). */
 export const CODE: [string, string][] = (
   [
-    ['typescript', [
-      "import { stream } from './export.js';",
-      '',
-      'export async function run(sql: Sql): Promise<void> {',
-      '  const rows = await sql`SELECT id FROM documents WHERE status = ${1}`;',
-      '  for (const r of rows) console.log(`id: ${r.id}`);',
-      '}',
-    ]],
-    ['sql', [
-      'SELECT d.id, d.name',
-      'FROM documents d',
-      "WHERE d.book_id = $1 AND d.status = 1 AND d.name LIKE '%\\_draft%' ESCAPE '\\'",
-      'ORDER BY d.order_key, d.id;',
-    ]],
-    ['bash', [
-      '#!/usr/bin/env bash',
-      'set -euo pipefail',
-      'for f in ./backups/*.json; do',
-      '  gzip -9 "$f" && echo "compressed: $f"',
-      'done',
-      'curl -H "Authorization: Bearer $KEY" "$BASE/api/v1/open/books/handbook/docs" > out.json',
-    ]],
-    ['go', [
-      'package main',
-      '',
-      'import "fmt"',
-      '',
-      'func main() {',
-      '\tfor i := 0; i < 3; i++ {',
-      '\t\tfmt.Printf("row %d\\t%s\\n", i, "ok")',
-      '\t}',
-      '}',
-    ]],
-    ['python', [
-      'def parse(line: str) -> dict:',
-      '    """Split a tab-separated line."""',
-      '    key, _, value = line.partition("\\t")',
-      '    return {"key": key, "value": value.strip()}',
-      '',
-      'print(parse("a\\tb"))',
-    ]],
-    ['json', [
-      '{',
-      '  "name": "kb-export",',
-      '  "paths": ["C:\\\\data\\\\kb", "/var/lib/kb"],',
-      '  "unicode": "naïve — 日本語 🚀",',
-      '  "nested": { "ok": true, "n": 42 }',
-      '}',
-    ]],
-    ['html', [
-      '<figure>',
-      '  <img src="uploads/diagram.png" alt="diagram">',
-      '  <figcaption>Not a real tag: it is escaped text &amp; stays as stored</figcaption>',
-      '</figure>',
-    ]],
+    [
+      'typescript',
+      [
+        "import { stream } from './export.js';",
+        '',
+        'export async function run(sql: Sql): Promise<void> {',
+        '  const rows = await sql`SELECT id FROM documents WHERE status = ${1}`;',
+        '  for (const r of rows) console.log(`id: ${r.id}`);',
+        '}',
+      ],
+    ],
+    [
+      'sql',
+      [
+        'SELECT d.id, d.name',
+        'FROM documents d',
+        "WHERE d.book_id = $1 AND d.status = 1 AND d.name LIKE '%\\_draft%' ESCAPE '\\'",
+        'ORDER BY d.order_key, d.id;',
+      ],
+    ],
+    [
+      'bash',
+      [
+        '#!/usr/bin/env bash',
+        'set -euo pipefail',
+        'for f in ./backups/*.json; do',
+        '  gzip -9 "$f" && echo "compressed: $f"',
+        'done',
+        'curl -H "Authorization: Bearer $KEY" "$BASE/api/v1/open/books/handbook/docs" > out.json',
+      ],
+    ],
+    [
+      'go',
+      [
+        'package main',
+        '',
+        'import "fmt"',
+        '',
+        'func main() {',
+        '\tfor i := 0; i < 3; i++ {',
+        '\t\tfmt.Printf("row %d\\t%s\\n", i, "ok")',
+        '\t}',
+        '}',
+      ],
+    ],
+    [
+      'python',
+      [
+        'def parse(line: str) -> dict:',
+        '    """Split a tab-separated line."""',
+        '    key, _, value = line.partition("\\t")',
+        '    return {"key": key, "value": value.strip()}',
+        '',
+        'print(parse("a\\tb"))',
+      ],
+    ],
+    [
+      'json',
+      [
+        '{',
+        '  "name": "kb-export",',
+        '  "paths": ["C:\\\\data\\\\kb", "/var/lib/kb"],',
+        '  "unicode": "naïve — 日本語 🚀",',
+        '  "nested": { "ok": true, "n": 42 }',
+        '}',
+      ],
+    ],
+    [
+      'html',
+      [
+        '<figure>',
+        '  <img src="uploads/diagram.png" alt="diagram">',
+        '  <figcaption>Not a real tag: it is escaped text &amp; stays as stored</figcaption>',
+        '</figure>',
+      ],
+    ],
     ['makefile', ['build:', '\tnpm run build', '', 'test: build', '\tnpm test -- --reporter=dot']],
-    ['text', [
-      '2024-03-01T10:00:00.000Z INFO  export started book=handbook',
-      '2024-03-01T10:00:01.250Z WARN  slow client, waiting for drain',
-      '2024-03-01T10:00:09.004Z INFO  export finished documents=18233 bytes=1.9GB',
-    ]],
+    [
+      'text',
+      [
+        '2024-03-01T10:00:00.000Z INFO  export started book=handbook',
+        '2024-03-01T10:00:01.250Z WARN  slow client, waiting for drain',
+        '2024-03-01T10:00:09.004Z INFO  export finished documents=18233 bytes=1.9GB',
+      ],
+    ],
     ['regex', ['^(?<scheme>[A-Za-z][A-Za-z0-9+.-]*):\\/\\/(?<host>[^\\/\\s]+)(?<path>\\/\\S*)?$']],
   ] as [string, string[]][]
 ).map(([lang, lines]) => [lang, lines.join('\n') + '\n']);
-export const CODE_HTML = CODE.map(([lang, src]) => `<pre><code class="language-${lang}">${escapeHtml(src)}</code></pre>`);
+export const CODE_HTML = CODE.map(
+  ([lang, src]) => `<pre><code class="language-${lang}">${escapeHtml(src)}</code></pre>`,
+);
 
 /** Tags, a few of which need quoting in a PostgreSQL array literal or escaping in JSON. */
 export const TAGS = [
-  'how-to', 'reference', 'onboarding', 'api', 'release-notes', 'internal', 'draft', 'faq', 'security', 'ops', 'design', 'legal',
-  'hr', 'finance', 'archive', 'v2', 'q3-2024', 'team:platform', 'customer', 'runbook', 'pinned', 'review', 'todo', 'meeting',
-  'release notes', 'a,b', 'say "hi"', 'back\\slash', '{braces}', 'NULL', 'null', ' spaced ', '日本語', 'émoji 🚀', 'semi;colon', "it's",
+  'how-to',
+  'reference',
+  'onboarding',
+  'api',
+  'release-notes',
+  'internal',
+  'draft',
+  'faq',
+  'security',
+  'ops',
+  'design',
+  'legal',
+  'hr',
+  'finance',
+  'archive',
+  'v2',
+  'q3-2024',
+  'team:platform',
+  'customer',
+  'runbook',
+  'pinned',
+  'review',
+  'todo',
+  'meeting',
+  'release notes',
+  'a,b',
+  'say "hi"',
+  'back\\slash',
+  '{braces}',
+  'NULL',
+  'null',
+  ' spaced ',
+  '日本語',
+  'émoji 🚀',
+  'semi;colon',
+  "it's",
 ];
 export const EMOJIS = ['📘', '📝', '🚀', '✅', '📎', '🔒', '💡', '🧭', '📊', '🗂️', '👩🏽‍💻', '🇫🇷'];
 export const IMAGE_DIRS = ['/uploads/', 'uploads/', './uploads/', 'images/', '/assets/img/'];
 export const ATTACHMENTS = [
-  'Quarterly report.pdf', 'budget-2024.xlsx', 'diagram.drawio', 'Contrat signé.pdf', '議事録.docx', 'export (1).zip', 'notes.txt',
+  'Quarterly report.pdf',
+  'budget-2024.xlsx',
+  'diagram.drawio',
+  'Contrat signé.pdf',
+  '議事録.docx',
+  'export (1).zip',
+  'notes.txt',
   'slides & handout.pptx',
 ];

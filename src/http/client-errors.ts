@@ -39,7 +39,11 @@ const LINGER_MS = 2000;
  * Beside a request in flight, the connection is cut, with the envelope only if that request's
  * response sent nothing yet (D6.3).
  */
-export function clientErrorHandler(this: { log: FastifyBaseLogger }, err: Error & { code?: string }, socket: Socket): void {
+export function clientErrorHandler(
+  this: { log: FastifyBaseLogger },
+  err: Error & { code?: string },
+  socket: Socket,
+): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   // Answered already: a second error while the connection lingers.
   if (!socket.writable) return;

@@ -67,11 +67,7 @@ export function installErrorHandling(app: FastifyInstance, deps: ErrorHandlingDe
 }
 
 /** Fastify's errors before routing (a malformed URL): 400, connection closed, since no hook runs (D7.4). */
-export function frameworkErrors(
-  err: Error,
-  req: FastifyRequest,
-  reply: FastifyReply,
-): void {
+export function frameworkErrors(err: Error, req: FastifyRequest, reply: FastifyReply): void {
   req.log.info({ err }, 'bad request before routing');
   // Before routing no onRequest hook runs: the request id (D10.5) is set here.
   reply.header('connection', 'close').header('x-request-id', req.id);

@@ -101,7 +101,9 @@ export async function registerHealth(app: FastifyInstance, readiness: Readiness)
   app.decorate('readiness', readiness);
   app.addHook('onClose', async () => readiness.stop());
   const json = 'application/json; charset=utf-8';
-  app.get('/livez', { exposeHeadRoute: true }, async (_req, reply) => reply.type(json).header('cache-control', 'no-store').send({ status: 'ok' }));
+  app.get('/livez', { exposeHeadRoute: true }, async (_req, reply) =>
+    reply.type(json).header('cache-control', 'no-store').send({ status: 'ok' }),
+  );
   app.get('/readyz', { exposeHeadRoute: true }, async (_req, reply) => {
     const state = readiness.state();
     reply.type(json).header('cache-control', 'no-store');

@@ -78,4 +78,3 @@ export function rewriteCorpusTags(
   }
   return { html: out + html.slice(pos, to), count: edits.length };
 }
-

@@ -7,7 +7,20 @@ import { TokenizerMode } from 'parse5';
 import type { Comment, Doctype, EndTag, StartTag } from 'parse5-sax-parser';
 import { SyncSaxParser } from '../export/rewrite/rewriter/html-tokenizer.js';
 import { rewriteCorpusTags } from './corpus-urls.js';
-import { SKIPPED, BLOCKS, HEAD_TAGS, BODY_OPENING_END_TAGS, HEADINGS, MEDIA, VOID, SCOPES, CELLS, CLOSE_CELL, DROPPED_IN_DATA, TAG_AT_EOF } from './html-tags.js';
+import {
+  SKIPPED,
+  BLOCKS,
+  HEAD_TAGS,
+  BODY_OPENING_END_TAGS,
+  HEADINGS,
+  MEDIA,
+  VOID,
+  SCOPES,
+  CELLS,
+  CLOSE_CELL,
+  DROPPED_IN_DATA,
+  TAG_AT_EOF,
+} from './html-tags.js';
 import { cdata, collapse, isSpace, TextBuilder, type Loc } from './page-text.js';
 
 /** What a single page contributes to its record; `contentStr` is null when the body has no text. */
@@ -138,7 +151,11 @@ class PageReader {
       this.bodyContent(loc.endOffset);
     }
     if (SKIPPED.has(name) && !(tag.selfClosing && foreignAfter)) this.skipped.push(name);
-    if (MEDIA.has(name) && !foreignAfter && (name !== 'a' || tag.attrs.some((a) => a.name === 'download' || a.name === 'data-type'))) {
+    if (
+      MEDIA.has(name) &&
+      !foreignAfter &&
+      (name !== 'a' || tag.attrs.some((a) => a.name === 'download' || a.name === 'data-type'))
+    ) {
       this.media.push([loc.startOffset, loc.endOffset]);
     }
     this.after(loc.endOffset, this.sax.state);
@@ -200,7 +217,9 @@ class PageReader {
       return;
     }
     if (!SCOPES.has(name)) return;
-    const open = CELLS.has(name) ? Math.max(this.scopes.lastIndexOf('td'), this.scopes.lastIndexOf('th')) : this.scopes.lastIndexOf(name);
+    const open = CELLS.has(name)
+      ? Math.max(this.scopes.lastIndexOf('td'), this.scopes.lastIndexOf('th'))
+      : this.scopes.lastIndexOf(name);
     if (open !== -1 && this.scopes.lastIndexOf('table') <= open) this.scopes.length = open;
   }
 

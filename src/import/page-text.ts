@@ -55,7 +55,8 @@ export class TextBuilder {
       bigger.set(this.buf);
       this.buf = bigger;
     }
-    if (this.length > 0 && (this.pendingBreak || this.pendingSpace)) this.buf[this.length++] = this.pendingBreak ? 0x0a : 0x20;
+    if (this.length > 0 && (this.pendingBreak || this.pendingSpace))
+      this.buf[this.length++] = this.pendingBreak ? 0x0a : 0x20;
     this.pendingBreak = this.pendingSpace = false;
     this.buf[this.length++] = c;
     if (c > this.widest) this.widest = c;

@@ -40,7 +40,8 @@ async function readValue(tokens: Tokens, first: Token): Promise<unknown> {
 
 async function expect(tokens: Tokens, name: string, where: string): Promise<void> {
   const t = await tokens.next();
-  if (t.name !== name) throw new SeedError(`${where}: expected ${name.replace('start', '').toLowerCase()}, found ${t.name}`);
+  if (t.name !== name)
+    throw new SeedError(`${where}: expected ${name.replace('start', '').toLowerCase()}, found ${t.name}`);
 }
 
 interface LoadOptions {
@@ -49,7 +50,9 @@ interface LoadOptions {
 
 /** Loads a seed file's stream; throws SeedError naming the bad record, and then nothing is written. */
 export async function loadSeed(sql: Sql, input: Readable, opts: LoadOptions = {}): Promise<LoadSummary> {
-  const tokenStream = input.pipe(parser.asStream({ packValues: true, streamValues: false })) as unknown as AsyncIterable<Token> & Readable;
+  const tokenStream = input.pipe(
+    parser.asStream({ packValues: true, streamValues: false }),
+  ) as unknown as AsyncIterable<Token> & Readable;
   input.on('error', (err) => tokenStream.destroy(err));
   // Without this listener the stream's 'error' can fire after the iterator let go of it, crashing the process.
   tokenStream.on('error', () => {});

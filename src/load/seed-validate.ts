@@ -15,7 +15,8 @@ function expectObject(v: unknown, where: string): Obj {
 
 function requiredString(o: Obj, field: string, where: string): string {
   const v = o[field];
-  if (typeof v !== 'string' || v === '') throw new SeedError(`${where}: missing required field "${field}" (a non-empty string)`);
+  if (typeof v !== 'string' || v === '')
+    throw new SeedError(`${where}: missing required field "${field}" (a non-empty string)`);
   if (v.includes('\0')) throw new SeedError(`${where}: field "${field}" contains a NUL character`);
   return v;
 }
@@ -33,7 +34,10 @@ function optionalTimestamp(o: Obj, field: string, where: string): string | null 
   if (v === null) return null;
   // A date, or a date and time (UTC without a zone). Only digits: PostgreSQL's 'infinity', 'epoch' or
   // 'now' would give a timestamp the export cannot format (sql/0004_finite_timestamps.sql).
-  if (!/^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|z|[+-]\d{2}(:?\d{2})?)?)?$/.test(v) || Number.isNaN(Date.parse(v))) {
+  if (
+    !/^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|z|[+-]\d{2}(:?\d{2})?)?)?$/.test(v) ||
+    Number.isNaN(Date.parse(v))
+  ) {
     throw new SeedError(`${where}: field "${field}" must be an ISO 8601 timestamp, got "${v}"`);
   }
   return v;
@@ -50,7 +54,8 @@ export function validateUser(v: unknown, path: string): SeedUser {
   const where = recordName(path, v);
   const o = expectObject(v, where);
   const keys = o.apiKeys;
-  if (keys !== undefined && keys !== null && !Array.isArray(keys)) throw new SeedError(`${where}: "apiKeys" must be an array`);
+  if (keys !== undefined && keys !== null && !Array.isArray(keys))
+    throw new SeedError(`${where}: "apiKeys" must be an array`);
   return {
     id: requiredString(o, 'id', where),
     name: requiredString(o, 'name', where),
@@ -102,7 +107,10 @@ export function validateDocument(v: unknown, path: string): SeedDocument {
   let cover = null;
   if (o.cover !== undefined && o.cover !== null) {
     const c = expectObject(o.cover, `${where}: field "cover"`);
-    cover = { url: optionalString(c, 'url', `${where}.cover`), position: optionalString(c, 'position', `${where}.cover`) };
+    cover = {
+      url: optionalString(c, 'url', `${where}.cover`),
+      position: optionalString(c, 'position', `${where}.cover`),
+    };
   }
   let tags: string[] | null = null;
   if (o.tags !== undefined && o.tags !== null) {

@@ -15,9 +15,28 @@ export interface LoadSummary {
 type Tx = TransactionSql<Record<string, never>>;
 
 const DOC_COLUMNS = [
-  'id', 'book_id', 'slug', 'name', 'type', 'parent_id', 'order_key', 'status', 'description', 'emoji_info',
-  'cover_url', 'cover_position', 'tags', 'theme_id', 'background_theme_id', 'body_font_size', 'created_at',
-  'updated_at', 'content_str', 'content_html', 'content_yjs', 'content_json',
+  'id',
+  'book_id',
+  'slug',
+  'name',
+  'type',
+  'parent_id',
+  'order_key',
+  'status',
+  'description',
+  'emoji_info',
+  'cover_url',
+  'cover_position',
+  'tags',
+  'theme_id',
+  'background_theme_id',
+  'body_font_size',
+  'created_at',
+  'updated_at',
+  'content_str',
+  'content_html',
+  'content_yjs',
+  'content_json',
 ] as const;
 
 /** Rewords a constraint violation as the record it is about; other errors pass through. */
@@ -25,7 +44,8 @@ function explain(err: unknown, what: string): unknown {
   const e = err as { code?: string; detail?: string; constraint_name?: string };
   if (e.code === '23505') return new SeedError(`duplicate ${what}: ${e.detail ?? 'already exists'}`);
   if (e.code === '23503') return new SeedError(`${what} refers to a missing record: ${e.detail ?? ''}`);
-  if (e.code === '23514') return new SeedError(`${what} breaks a constraint (${e.constraint_name ?? 'check'}): ${e.detail ?? ''}`);
+  if (e.code === '23514')
+    return new SeedError(`${what} breaks a constraint (${e.constraint_name ?? 'check'}): ${e.detail ?? ''}`);
   return err;
 }
 
@@ -202,7 +222,9 @@ export class SeedWriter {
           AND NOT EXISTS (SELECT 1 FROM documents p WHERE p.id = d.parent_id AND p.book_id = d.book_id)
         LIMIT 1`;
       if (orphan) {
-        throw new SeedError(`document (id "${orphan.id}"): parentId "${orphan.parent_id}" is not a document of the same book`);
+        throw new SeedError(
+          `document (id "${orphan.id}"): parentId "${orphan.parent_id}" is not a document of the same book`,
+        );
       }
     }
     try {

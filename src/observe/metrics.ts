@@ -91,8 +91,16 @@ export class Metrics {
         },
       });
     counted('kb_export_cache_hits_total', 'Exports served from the export cache.', () => stats().cacheHits);
-    counted('kb_export_cache_misses_total', 'Exports looked up in the export cache and not found there.', () => stats().cacheMisses);
-    counted('kb_export_rewrite_worker_restarts_total', 'Rewrite workers started in place of dead ones.', () => stats().rewriteWorkerRestarts);
+    counted(
+      'kb_export_cache_misses_total',
+      'Exports looked up in the export cache and not found there.',
+      () => stats().cacheMisses,
+    );
+    counted(
+      'kb_export_rewrite_worker_restarts_total',
+      'Rewrite workers started in place of dead ones.',
+      () => stats().rewriteWorkerRestarts,
+    );
     new Counter({
       name: 'kb_export_rewrite_plans_total',
       help:
@@ -133,7 +141,6 @@ export class Metrics {
     this.#duration.observe({ outcome }, ms / 1000);
     this.#bytes.observe({ outcome }, bytes);
   }
-
 }
 
 declare module 'fastify' {
@@ -168,7 +175,10 @@ export async function serveMetrics(metrics: Metrics, host: string, port: number)
       return;
     }
     exposition(metrics).then(
-      ({ contentType, body }) => res.writeHead(200, { 'content-type': contentType, 'cache-control': 'no-store' }).end(req.method === 'HEAD' ? undefined : body),
+      ({ contentType, body }) =>
+        res
+          .writeHead(200, { 'content-type': contentType, 'cache-control': 'no-store' })
+          .end(req.method === 'HEAD' ? undefined : body),
       () => res.writeHead(500).end(),
     );
   });

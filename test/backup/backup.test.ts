@@ -50,7 +50,10 @@ t.test('a backup equals a direct GET byte for byte: JSON, .gz, NDJSON, standard 
   t.ok(zlib.gunzipSync(readFileSync(out('a.json.gz'))).equals(want), '.gz decompresses to the same bytes');
   const nd = await backup(['--server', server.url, '--book', 'kb', '--out', out('a.ndjson'), '--format', 'ndjson']);
   t.equal(nd.code, 0, nd.stderr);
-  t.ok(readFileSync(out('a.ndjson')).equals(await direct(server.url, 'application/x-ndjson')), 'NDJSON lines as the server sends them');
+  t.ok(
+    readFileSync(out('a.ndjson')).equals(await direct(server.url, 'application/x-ndjson')),
+    'NDJSON lines as the server sends them',
+  );
   const stdout = await backup(['--server', server.url, '--book', 'kb', '--out', '-', '--quiet']);
   t.equal(stdout.code, 0);
   t.ok(stdout.stdout.equals(want), '- writes the body to standard output');
@@ -65,7 +68,11 @@ t.test('--if-changed: the second run is one 304 that leaves the file alone; a ch
   t.equal(first.code, 0, first.stderr);
   const record = JSON.parse(readFileSync(`${file}.etag`, 'utf8')) as { etag: string; size: number; sha256: string };
   t.match(record.etag, /^(W\/)?"kbx[0-9.]+-.+"$/, 'the ETag is kept beside the file');
-  t.same(record, { etag: record.etag, size: statSync(file).size, sha256: sha256(readFileSync(file)) }, 'with its size and digest');
+  t.same(
+    record,
+    { etag: record.etag, size: statSync(file).size, sha256: sha256(readFileSync(file)) },
+    'with its size and digest',
+  );
   const before = { bytes: readFileSync(file), mtime: statSync(file).mtimeMs };
   const stats = proxy.stats();
   const second = await backup(['--server', base, '--book', 'kb', '--out', file, '--if-changed']);
@@ -83,70 +90,90 @@ t.test('--if-changed: the second run is one 304 that leaves the file alone; a ch
   t.ok(readFileSync(file).equals(await direct(server.url)));
 });
 
-t.test('--if-changed downloads again when PATH is missing or no longer matches its record, or the record is an old plain ETag', async (t) => {
-  const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
-  const base = `http://127.0.0.1:${proxy.port}`;
-  const want = await direct(server.url);
-  for (const name of ['f.json', 'f.json.gz']) {
-    const file = out(name);
-    const run = () => backup(['--server', base, '--book', 'kb', '--out', file, '--if-changed']);
-    t.equal((await run()).code, 0);
-    const record = readFileSync(`${file}.etag`, 'utf8');
-    t.equal(JSON.parse(record).sha256, sha256(readFileSync(file)), `${name}: the digest is of the bytes on disk`);
-    const downloads = async (why: string, expect: RegExp) => {
+t.test(
+  '--if-changed downloads again when PATH is missing or no longer matches its record, or the record is an old plain ETag',
+  async (t) => {
+    const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
+    const base = `http://127.0.0.1:${proxy.port}`;
+    const want = await direct(server.url);
+    for (const name of ['f.json', 'f.json.gz']) {
+      const file = out(name);
+      const run = () => backup(['--server', base, '--book', 'kb', '--out', file, '--if-changed']);
+      t.equal((await run()).code, 0);
+      const record = readFileSync(`${file}.etag`, 'utf8');
+      t.equal(JSON.parse(record).sha256, sha256(readFileSync(file)), `${name}: the digest is of the bytes on disk`);
+      const downloads = async (why: string, expect: RegExp) => {
+        const before = proxy.stats().bytesToClient;
+        const r = await run();
+        t.equal(r.code, 0, `${name}, ${why}: ${r.stderr}`);
+        t.match(r.stderr, expect, `${name}, ${why}: says why it downloads`);
+        t.match(r.stderr, /\nwrote /, `${name}, ${why}: written`);
+        t.ok(proxy.stats().bytesToClient - before > 20_000, `${name}, ${why}: a body came, not a 304`);
+        const now = readFileSync(file);
+        t.ok((name.endsWith('.gz') ? zlib.gunzipSync(now) : now).equals(want), `${name}, ${why}: the whole export`);
+        t.equal(
+          JSON.parse(readFileSync(`${file}.etag`, 'utf8')).sha256,
+          sha256(now),
+          `${name}, ${why}: a record of the new bytes`,
+        );
+      };
+      rmSync(file);
+      await downloads('removed', /is missing: downloading/);
+      const changed = Buffer.from(readFileSync(file));
+      changed[changed.length >> 1]! ^= 0xff;
+      writeFileSync(file, changed);
+      await downloads('one byte changed', /does not match .*\.etag .*: downloading/);
+      truncateSync(file, 100);
+      await downloads('truncated', /does not match .*\.etag .*: downloading/);
+      writeFileSync(`${file}.etag`, `${JSON.parse(record).etag}\n`);
+      await downloads('an old plain ETag record', /holds no size and digest .*: downloading/);
       const before = proxy.stats().bytesToClient;
-      const r = await run();
-      t.equal(r.code, 0, `${name}, ${why}: ${r.stderr}`);
-      t.match(r.stderr, expect, `${name}, ${why}: says why it downloads`);
-      t.match(r.stderr, /\nwrote /, `${name}, ${why}: written`);
-      t.ok(proxy.stats().bytesToClient - before > 20_000, `${name}, ${why}: a body came, not a 304`);
-      const now = readFileSync(file);
-      t.ok((name.endsWith('.gz') ? zlib.gunzipSync(now) : now).equals(want), `${name}, ${why}: the whole export`);
-      t.equal(JSON.parse(readFileSync(`${file}.etag`, 'utf8')).sha256, sha256(now), `${name}, ${why}: a record of the new bytes`);
-    };
-    rmSync(file);
-    await downloads('removed', /is missing: downloading/);
-    const changed = Buffer.from(readFileSync(file));
-    changed[changed.length >> 1]! ^= 0xff;
-    writeFileSync(file, changed);
-    await downloads('one byte changed', /does not match .*\.etag .*: downloading/);
-    truncateSync(file, 100);
-    await downloads('truncated', /does not match .*\.etag .*: downloading/);
-    writeFileSync(`${file}.etag`, `${JSON.parse(record).etag}\n`);
-    await downloads('an old plain ETag record', /holds no size and digest .*: downloading/);
-    const before = proxy.stats().bytesToClient;
-    const current = await run();
-    t.match(current.stderr, /unchanged/, `${name}: then unchanged`);
-    t.ok(proxy.stats().bytesToClient - before < 2000, `${name}: a 304`);
-  }
-  t.same(leftovers(), []);
-});
+      const current = await run();
+      t.match(current.stderr, /unchanged/, `${name}: then unchanged`);
+      t.ok(proxy.stats().bytesToClient - before < 2000, `${name}: a 304`);
+    }
+    t.same(leftovers(), []);
+  },
+);
 
-t.test('.gz and .br hold the server\'s compressed bytes: one compression, the bytes on the wire are the file', async (t) => {
-  const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
-  const base = `http://127.0.0.1:${proxy.port}`;
-  const want = await direct(server.url);
-  for (const [name, decode, encoding] of [
-    ['g.json.gz', zlib.gunzipSync, 'gzip'],
-    ['g.json.br', zlib.brotliDecompressSync, 'br'],
-  ] as const) {
-    const before = proxy.stats().bytesToClient;
-    const r = await backup(['--server', base, '--book', 'kb', '--out', out(name)]);
-    t.equal(r.code, 0, r.stderr);
-    const file = readFileSync(out(name));
-    t.ok(decode(file).equals(want), `${name}: decompresses to the export`);
-    t.match(r.stderr, new RegExp(`wrote .*${name}: \\d+ documents, ${want.length} bytes \\(${file.length} on disk, ${encoding} as the server sent it\\)`));
-    // Headers and chunk sizes aside, what came over the wire is what was written.
-    const wire = proxy.stats().bytesToClient - before;
-    t.ok(wire >= file.length && wire - file.length < 4000, `${name}: ${wire} bytes received for a file of ${file.length}`);
-  }
-  t.same(leftovers(), []);
-});
+t.test(
+  ".gz and .br hold the server's compressed bytes: one compression, the bytes on the wire are the file",
+  async (t) => {
+    const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
+    const base = `http://127.0.0.1:${proxy.port}`;
+    const want = await direct(server.url);
+    for (const [name, decode, encoding] of [
+      ['g.json.gz', zlib.gunzipSync, 'gzip'],
+      ['g.json.br', zlib.brotliDecompressSync, 'br'],
+    ] as const) {
+      const before = proxy.stats().bytesToClient;
+      const r = await backup(['--server', base, '--book', 'kb', '--out', out(name)]);
+      t.equal(r.code, 0, r.stderr);
+      const file = readFileSync(out(name));
+      t.ok(decode(file).equals(want), `${name}: decompresses to the export`);
+      t.match(
+        r.stderr,
+        new RegExp(
+          `wrote .*${name}: \\d+ documents, ${want.length} bytes \\(${file.length} on disk, ${encoding} as the server sent it\\)`,
+        ),
+      );
+      // Headers and chunk sizes aside, what came over the wire is what was written.
+      const wire = proxy.stats().bytesToClient - before;
+      t.ok(
+        wire >= file.length && wire - file.length < 4000,
+        `${name}: ${wire} bytes received for a file of ${file.length}`,
+      );
+    }
+    t.same(leftovers(), []);
+  },
+);
 
 t.test('401 and 404: exit 3 after one request, the server code shown; usage errors exit 2', async (t) => {
   const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
   const base = `http://127.0.0.1:${proxy.port}`;
-  const badKey = await backup(['--server', base, '--book', 'kb', '--out', out('c.json')], { KB_EXPORT_API_KEY: 'kbx_nobody' });
+  const badKey = await backup(['--server', base, '--book', 'kb', '--out', out('c.json')], {
+    KB_EXPORT_API_KEY: 'kbx_nobody',
+  });
   t.equal(badKey.code, 3);
   t.match(badKey.stderr, /401 INVALID_API_KEY/);
   const missing = await backup(['--server', base, '--book', 'nope', '--out', out('c.json')]);
@@ -161,7 +188,15 @@ t.test('401 and 404: exit 3 after one request, the server code shown; usage erro
   t.equal((await backup(['--server', base, '--book', 'kb', '--out', out('c.json'), '--retries', 'many'])).code, 2);
   const keyFile = out('key');
   writeFileSync(keyFile, 'kbx_u1\n');
-  t.equal((await backup(['--server', base, '--book', 'kb', '--out', out('c.json'), '--key-file', keyFile], { KB_EXPORT_API_KEY: '' })).code, 0, '--key-file');
+  t.equal(
+    (
+      await backup(['--server', base, '--book', 'kb', '--out', out('c.json'), '--key-file', keyFile], {
+        KB_EXPORT_API_KEY: '',
+      })
+    ).code,
+    0,
+    '--key-file',
+  );
 });
 
 t.test('429 with Retry-After, then 200: the client waits, then writes the export', async (t) => {
@@ -178,7 +213,14 @@ t.test('429 with Retry-After, then 200: the client waits, then writes the export
   });
   await new Promise<void>((resolve) => stub.listen(0, '127.0.0.1', resolve));
   t.teardown(() => stub.close());
-  const run = await backup(['--server', `http://127.0.0.1:${(stub.address() as { port: number }).port}`, '--book', 'kb', '--out', out('d.json')]);
+  const run = await backup([
+    '--server',
+    `http://127.0.0.1:${(stub.address() as { port: number }).port}`,
+    '--book',
+    'kb',
+    '--out',
+    out('d.json'),
+  ]);
   t.equal(run.code, 0, run.stderr);
   t.equal(requests, 2);
   t.ok(run.ms >= 1000, `waited for Retry-After (${run.ms} ms)`);
@@ -186,22 +228,25 @@ t.test('429 with Retry-After, then 200: the client waits, then writes the export
   t.ok(readFileSync(out('d.json')).equals(body));
 });
 
-t.test('a body cut mid-stream: exit 1 with the old file intact and no temporary file; a retry writes the whole export', async (t) => {
-  const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
-  const base = `http://127.0.0.1:${proxy.port}`;
-  const file = out('e.json');
-  writeFileSync(file, 'the old backup');
-  proxy.cutAfter(100_000);
-  const cut = await backup(['--server', base, '--book', 'kb', '--out', file, '--retries', '0']);
-  t.equal(cut.code, 1, cut.stderr);
-  t.match(cut.stderr, /failed after 1 attempt/);
-  t.equal(readFileSync(file, 'utf8'), 'the old backup', 'the old file is intact');
-  t.same(leftovers(), [], 'no temporary file left');
+t.test(
+  'a body cut mid-stream: exit 1 with the old file intact and no temporary file; a retry writes the whole export',
+  async (t) => {
+    const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
+    const base = `http://127.0.0.1:${proxy.port}`;
+    const file = out('e.json');
+    writeFileSync(file, 'the old backup');
+    proxy.cutAfter(100_000);
+    const cut = await backup(['--server', base, '--book', 'kb', '--out', file, '--retries', '0']);
+    t.equal(cut.code, 1, cut.stderr);
+    t.match(cut.stderr, /failed after 1 attempt/);
+    t.equal(readFileSync(file, 'utf8'), 'the old backup', 'the old file is intact');
+    t.same(leftovers(), [], 'no temporary file left');
 
-  proxy.cutAfter(100_000);
-  const retried = await backup(['--server', base, '--book', 'kb', '--out', file, '--retries', '2']);
-  t.equal(retried.code, 0, retried.stderr);
-  t.match(retried.stderr, /cut after \d+ documents .*resuming after document/);
-  t.ok(readFileSync(file).equals(await direct(server.url)), 'the whole export after the retry');
-  t.same(leftovers(), []);
-});
+    proxy.cutAfter(100_000);
+    const retried = await backup(['--server', base, '--book', 'kb', '--out', file, '--retries', '2']);
+    t.equal(retried.code, 0, retried.stderr);
+    t.match(retried.stderr, /cut after \d+ documents .*resuming after document/);
+    t.ok(readFileSync(file).equals(await direct(server.url)), 'the whole export after the retry');
+    t.same(leftovers(), []);
+  },
+);

@@ -41,7 +41,8 @@ const dir = mkdtempSync(path.join(os.tmpdir(), 'kbx-changes-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 const state = path.join(dir, 'kb.state');
 
-const changes = (base = server.url, extra: string[] = []) => runCli(['changes', '--server', base, '--book', 'kb', '--state', state, ...extra]);
+const changes = (base = server.url, extra: string[] = []) =>
+  runCli(['changes', '--server', base, '--book', 'kb', '--state', state, ...extra]);
 const records = (stdout: Buffer): Record_[] =>
   stdout
     .toString()
@@ -62,7 +63,11 @@ t.test('the first run emits every document as an upsert; a later one exactly the
   t.match(first.stderr, /no .*kb\.state yet: every document as an upsert/);
   t.match(first.stderr, /changes: 5 upserts and 0 removals \(a full read\)/);
   const all = await exported();
-  t.same(records(first.stdout), [...all.values()].map((document) => ({ op: 'upsert', document })), 'every document, as the export has it, in its order');
+  t.same(
+    records(first.stdout),
+    [...all.values()].map((document) => ({ op: 'upsert', document })),
+    'every document, as the export has it, in its order',
+  );
   const token = JSON.parse(readFileSync(state, 'utf8')).token as string;
   t.match(token, /^[A-Za-z0-9_-]{20,}$/, 'the state keeps the token');
 
@@ -107,20 +112,30 @@ t.test('killed mid-stream, the state stays and the next run sends those changes 
   const before = readFileSync(state);
   const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
   proxy.throttle(64 * 1024);
-  const child = spawn(process.execPath, [CLI, 'changes', '--server', `http://127.0.0.1:${proxy.port}`, '--book', 'kb', '--state', state], {
-    env: { ...process.env, KB_EXPORT_API_KEY: 'kbx_u1' },
-    stdio: ['ignore', 'pipe', 'ignore'],
-  });
+  const child = spawn(
+    process.execPath,
+    [CLI, 'changes', '--server', `http://127.0.0.1:${proxy.port}`, '--book', 'kb', '--state', state],
+    {
+      env: { ...process.env, KB_EXPORT_API_KEY: 'kbx_u1' },
+      stdio: ['ignore', 'pipe', 'ignore'],
+    },
+  );
   const got: Buffer[] = [];
   child.stdout.on('data', (b: Buffer) => got.push(b));
-  const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once('exit', (_code, signal) => resolve(signal)));
+  const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+    child.once('exit', (_code, signal) => resolve(signal)),
+  );
   while (Buffer.concat(got).length < 100_000) await sleep(10);
   child.kill('SIGKILL');
   t.equal(await exited, 'SIGKILL', 'killed while records were flowing');
   const partial = Buffer.concat(got).toString().split('\n').slice(0, -1);
   t.ok(partial.length > 0 && partial.length < BULK, `some records were out (${partial.length})`);
   t.ok(readFileSync(state).equals(before), 'the state file is unchanged');
-  t.same(readdirSync(dir).filter((f) => f.endsWith('.tmp')), [], 'no temporary state file');
+  t.same(
+    readdirSync(dir).filter((f) => f.endsWith('.tmp')),
+    [],
+    'no temporary state file',
+  );
   const next = await changes();
   t.equal(next.code, 0, next.stderr);
   const lines = next.stdout.toString().split('\n');
@@ -140,7 +155,10 @@ t.test('an expired token exits 4, writes nothing and keeps the state; other opti
   await sql`SELECT kbx_expire_change_tokens()`;
   const expired = await changes();
   t.equal(expired.code, 4, expired.stderr);
-  t.match(expired.stderr, /can no longer answer the token in .*kb\.state \(410 CHANGE_TOKEN_EXPIRED.*remove .*kb\.state to start again/);
+  t.match(
+    expired.stderr,
+    /can no longer answer the token in .*kb\.state \(410 CHANGE_TOKEN_EXPIRED.*remove .*kb\.state to start again/,
+  );
   t.equal(expired.stdout.length, 0, 'no records');
   t.ok(readFileSync(state).equals(before), 'the state file is unchanged');
   rmSync(state);

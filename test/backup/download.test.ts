@@ -18,7 +18,10 @@ import { exportBody, startStub } from '../helpers/export-stub.js';
 const DOCS = 60;
 const body = exportBody(DOCS);
 type Encoding = 'gzip' | 'br' | 'zstd' | 'identity';
-type ZstdZlib = typeof zlib & { zstdCompressSync?: (b: Buffer, o: object) => Buffer; constants: { ZSTD_c_compressionLevel?: number } };
+type ZstdZlib = typeof zlib & {
+  zstdCompressSync?: (b: Buffer, o: object) => Buffer;
+  constants: { ZSTD_c_compressionLevel?: number };
+};
 const z = zlib as ZstdZlib;
 // Settings the client never uses itself, so a file equal to these bytes can only be the server's.
 const encode: Record<Encoding, (b: Buffer) => Buffer> = {
@@ -27,7 +30,8 @@ const encode: Record<Encoding, (b: Buffer) => Buffer> = {
   zstd: (b) => z.zstdCompressSync!(b, { params: { [z.constants.ZSTD_c_compressionLevel!]: 1 } }),
   identity: (b) => b,
 };
-const decodeFile = (name: string, b: Buffer) => (name.endsWith('.gz') ? zlib.gunzipSync(b) : name.endsWith('.br') ? zlib.brotliDecompressSync(b) : b);
+const decodeFile = (name: string, b: Buffer) =>
+  name.endsWith('.gz') ? zlib.gunzipSync(b) : name.endsWith('.br') ? zlib.brotliDecompressSync(b) : b;
 // zstd where the runtime has it (Node.js 24).
 const ZSTD = typeof z.zstdCompressSync === 'function' ? ([['a.json.zst', 'zstd']] as const) : [];
 
@@ -36,15 +40,27 @@ function response(slug: string): { encoding: Encoding; bytes: Buffer } {
   const [encoding, variant] = slug.split('-') as [Encoding, string | undefined];
   if (variant === 'notrailer') return { encoding, bytes: encode[encoding](body).subarray(0, -8) };
   if (variant === 'cut') return { encoding, bytes: encode[encoding](body.subarray(0, body.length >> 1)) };
-  if (variant === 'failed') return { encoding, bytes: encode[encoding](Buffer.from(body.toString().replace('{"success":true', '{"success":false'))) };
-  if (variant === 'miscounted') return { encoding, bytes: encode[encoding](Buffer.from(body.toString().replace(`"count":${DOCS}}}`, `"count":${DOCS + 1}}}`))) };
+  if (variant === 'failed')
+    return {
+      encoding,
+      bytes: encode[encoding](Buffer.from(body.toString().replace('{"success":true', '{"success":false'))),
+    };
+  if (variant === 'miscounted')
+    return {
+      encoding,
+      bytes: encode[encoding](Buffer.from(body.toString().replace(`"count":${DOCS}}}`, `"count":${DOCS + 1}}}`))),
+    };
   return { encoding, bytes: encode[encoding](body) };
 }
 
 const stub = await startStub(t, (req, res) => {
   const slug = decodeURIComponent(/\/books\/([^/]+)\/docs/.exec(req.url ?? '')![1]!);
   const { encoding, bytes } = response(slug);
-  res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', etag: '"stub"', ...(encoding === 'identity' ? {} : { 'content-encoding': encoding }) });
+  res.writeHead(200, {
+    'content-type': 'application/json; charset=utf-8',
+    etag: '"stub"',
+    ...(encoding === 'identity' ? {} : { 'content-encoding': encoding }),
+  });
   // In pieces, as a streamed export arrives.
   for (let i = 0; i < bytes.length; i += 16 * 1024) res.write(bytes.subarray(i, i + 16 * 1024));
   res.end();
@@ -52,15 +68,26 @@ const stub = await startStub(t, (req, res) => {
 const dir = mkdtempSync(path.join(os.tmpdir(), 'kbx-download-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 const leftovers = () => readdirSync(dir).filter((f) => f.endsWith('.tmp'));
-const backup = (book: string, name: string, ...more: string[]) => runBackupCli(['--server', stub.base, '--book', book, '--out', path.join(dir, name), ...more]);
+const backup = (book: string, name: string, ...more: string[]) =>
+  runBackupCli(['--server', stub.base, '--book', book, '--out', path.join(dir, name), ...more]);
 
 t.test("PATH's compression offered by the server: the file is the server's bytes as sent", async (t) => {
   for (const [name, encoding] of [['a.json.gz', 'gzip'] as const, ['a.json.br', 'br'] as const, ...ZSTD]) {
     const r = await backup(encoding, name);
     t.equal(r.code, 0, r.stderr);
-    t.match(stub.requests.at(-1)!.headers['accept-encoding'], new RegExp(`^${encoding}(,|$)`), `${name}: asks for ${encoding} first`);
-    t.ok(readFileSync(path.join(dir, name)).equals(encode[encoding](body)), `${name}: byte for byte what the server sent`);
-    t.match(r.stderr, new RegExp(`${DOCS} documents, ${body.length} bytes \\(\\d+ on disk, ${encoding} as the server sent it\\)`));
+    t.match(
+      stub.requests.at(-1)!.headers['accept-encoding'],
+      new RegExp(`^${encoding}(,|$)`),
+      `${name}: asks for ${encoding} first`,
+    );
+    t.ok(
+      readFileSync(path.join(dir, name)).equals(encode[encoding](body)),
+      `${name}: byte for byte what the server sent`,
+    );
+    t.match(
+      r.stderr,
+      new RegExp(`${DOCS} documents, ${body.length} bytes \\(\\d+ on disk, ${encoding} as the server sent it\\)`),
+    );
   }
   t.same(leftovers(), []);
 });

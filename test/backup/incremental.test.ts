@@ -58,7 +58,12 @@ const backup = (file: string, extra: string[] = [], server_ = server.url) =>
  * URL it asks for. A GET in this process, as a child per reference would only add start-ups.
  */
 async function fullExport(file: string, opts: { includeCategories?: boolean; html?: boolean } = {}): Promise<number> {
-  const url = exportUrl({ server: server.url, book: 'kb', includeCategories: opts.includeCategories ?? false, html: opts.html ?? true });
+  const url = exportUrl({
+    server: server.url,
+    book: 'kb',
+    includeCategories: opts.includeCategories ?? false,
+    html: opts.html ?? true,
+  });
   const accept = formatOf(file) === 'ndjson' ? 'application/x-ndjson' : 'application/json';
   const res = await request(url, { headers: { authorization: 'Bearer kbx_u1', accept } });
   writeFileSync(file, Buffer.from(await res.body.arrayBuffer()));
@@ -91,10 +96,13 @@ async function randomChanges(sql: Sql, n: number): Promise<string[]> {
       await sql`INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_html) VALUES (${nid}, 'b-kb', ${nid}, 'Created', 'document', ${key}, 1, '<p>new <img src="n.png"></p>')`;
       done.push(`create ${nid}`);
     } else if (kind === 1) await sql`UPDATE documents SET name = ${`renamed ${i} ${SEED}`} WHERE id = ${id}`;
-    else if (kind === 2) await sql`UPDATE documents SET content_html = ${`<p>changed ${i}</p><img src="./x${i}.png">`} WHERE id = ${id}`;
-    else if (kind === 3) await sql`DELETE FROM documents WHERE id = ${id} AND NOT EXISTS (SELECT 1 FROM documents c WHERE c.parent_id = ${id})`;
+    else if (kind === 2)
+      await sql`UPDATE documents SET content_html = ${`<p>changed ${i}</p><img src="./x${i}.png">`} WHERE id = ${id}`;
+    else if (kind === 3)
+      await sql`DELETE FROM documents WHERE id = ${id} AND NOT EXISTS (SELECT 1 FROM documents c WHERE c.parent_id = ${id})`;
     else if (kind === 4) await sql`UPDATE documents SET status = 1 - status WHERE id = ${id}`;
-    else if (kind === 5) await sql`UPDATE documents SET type = CASE WHEN type = 'category' THEN 'document' ELSE 'category' END WHERE id = ${id}`;
+    else if (kind === 5)
+      await sql`UPDATE documents SET type = CASE WHEN type = 'category' THEN 'document' ELSE 'category' END WHERE id = ${id}`;
     else if (kind === 6) await sql`UPDATE documents SET order_key = ${key} WHERE id = ${id}`;
     else await sql`UPDATE documents SET content_yjs = '\\x01'::bytea WHERE id = ${id}`;
     if (kind !== 0) done.push(`${['', 'rename', 'html', 'delete', 'status', 'type', 'move', 'autosave'][kind]} ${id}`);
@@ -106,7 +114,11 @@ async function randomChanges(sql: Sql, n: number): Promise<string[]> {
 function recordMatches(t: Test, file: string, what: string): string {
   const record = JSON.parse(readFileSync(`${file}.token`, 'utf8')) as { token: string; size: number; sha256: string };
   const bytes = readFileSync(file);
-  t.same({ size: record.size, sha256: record.sha256 }, { size: bytes.length, sha256: sha256(bytes) }, `${what}: PATH.token holds the size and digest of PATH`);
+  t.same(
+    { size: record.size, sha256: record.sha256 },
+    { size: bytes.length, sha256: sha256(bytes) },
+    `${what}: PATH.token holds the size and digest of PATH`,
+  );
   t.match(record.token, /^[A-Za-z0-9_-]{20,}$/, `${what}: and a change token`);
   return record.token;
 }
@@ -116,7 +128,11 @@ t.test('after random changes the merged file equals a full backup byte for byte 
   const firsts = await Promise.all(files.map((file) => backup(file, ['--incremental', '--include-categories'])));
   files.forEach((file, i) => {
     t.equal(firsts[i]!.code, 0, firsts[i]!.stderr);
-    t.match(firsts[i]!.stderr, /no .*\.token yet: a full export/, `${path.basename(file)}: the first run is a full export`);
+    t.match(
+      firsts[i]!.stderr,
+      /no .*\.token yet: a full export/,
+      `${path.basename(file)}: the first run is a full export`,
+    );
     recordMatches(t, file, `${path.basename(file)}, first`);
   });
   for (let round = 0; round < 2; round++) {
@@ -128,7 +144,11 @@ t.test('after random changes the merged file equals a full backup byte for byte 
     files.forEach((file, i) => {
       const name = `${path.basename(file)}, round ${round} (${changes.join(', ')})`;
       t.equal(merged[i]!.code, 0, merged[i]!.stderr);
-      t.match(merged[i]!.stderr, /merged .*: \d+ documents, .* from a delta of \d+ changed or new and \d+ removed/, `${name}: merged, not downloaded in full`);
+      t.match(
+        merged[i]!.stderr,
+        /merged .*: \d+ documents, .* from a delta of \d+ changed or new and \d+ removed/,
+        `${name}: merged, not downloaded in full`,
+      );
       t.ok(plain(file).equals(plain(fulls[formatOf(file)])), `${name}: equals a full backup byte for byte`);
       t.not(recordMatches(t, file, name), before[i], `${name}: the token moved on`);
     });
@@ -138,41 +158,44 @@ t.test('after random changes the merged file equals a full backup byte for byte 
   t.ok(plain(files[0]!).equals(plain(out('full.json'))), 'and the same bytes');
 });
 
-t.test('a full export when the old file is missing or altered, the token is for other options, or expired (410)', async (t) => {
-  const file = out('f.ndjson.gz');
-  const run = () => backup(file, ['--incremental']);
-  const fullAgain = async (why: string, expect: RegExp, thenMerges = false) => {
-    const r = await run();
-    t.equal(r.code, 0, `${why}: ${r.stderr}`);
-    t.match(r.stderr, expect, `${why}: says why`);
-    t.match(r.stderr, /\nwrote /, `${why}: a full export was written`);
-    const full = await fullExport(out('f-full.ndjson'));
-    t.ok(plain(file).equals(plain(out('f-full.ndjson'))), `${why}: the whole export`);
-    t.equal(full, 200);
-    recordMatches(t, file, why);
-    if (!thenMerges) return;
-    const next = await run();
-    t.match(next.stderr, /merged /, `${why}: the run after merges again`);
-  };
-  t.equal((await run()).code, 0);
-  rmSync(file);
-  await fullAgain('the old file removed', /is missing: a full export/, true);
-  const changed = Buffer.from(readFileSync(file));
-  changed[changed.length >> 1]! ^= 0xff;
-  writeFileSync(file, changed);
-  await fullAgain('one byte of the old file changed', /does not match .*\.token .*: a full export/);
-  const other = await backup(file, ['--incremental', '--no-html']);
-  t.match(other.stderr, /was kept for other options .*: a full export/, 'a token of other options: a full export');
-  t.ok(plain(file).includes('"contentHtml":null'), 'written with the options asked for');
-  await fullAgain('back to the first options', /was kept for other options/);
-  await db.sql`SELECT kbx_expire_change_tokens()`;
-  // A change after the expiry: an unchanged book may be answered from the export cache, with the
-  // token of the snapshot that body was read from, which expired with the others.
-  await db.sql`UPDATE documents SET name = 'after the expiry' WHERE id = (SELECT min(id) FROM documents WHERE book_id = 'b-kb' AND status = 1 AND type <> 'category')`;
-  // So that the full export's new token is honoured by the run after it (and by the next test's).
-  await aboveTokenFloor(db.sql);
-  await fullAgain('an expired token', /410 CHANGE_TOKEN_EXPIRED.*: a full export/, true);
-});
+t.test(
+  'a full export when the old file is missing or altered, the token is for other options, or expired (410)',
+  async (t) => {
+    const file = out('f.ndjson.gz');
+    const run = () => backup(file, ['--incremental']);
+    const fullAgain = async (why: string, expect: RegExp, thenMerges = false) => {
+      const r = await run();
+      t.equal(r.code, 0, `${why}: ${r.stderr}`);
+      t.match(r.stderr, expect, `${why}: says why`);
+      t.match(r.stderr, /\nwrote /, `${why}: a full export was written`);
+      const full = await fullExport(out('f-full.ndjson'));
+      t.ok(plain(file).equals(plain(out('f-full.ndjson'))), `${why}: the whole export`);
+      t.equal(full, 200);
+      recordMatches(t, file, why);
+      if (!thenMerges) return;
+      const next = await run();
+      t.match(next.stderr, /merged /, `${why}: the run after merges again`);
+    };
+    t.equal((await run()).code, 0);
+    rmSync(file);
+    await fullAgain('the old file removed', /is missing: a full export/, true);
+    const changed = Buffer.from(readFileSync(file));
+    changed[changed.length >> 1]! ^= 0xff;
+    writeFileSync(file, changed);
+    await fullAgain('one byte of the old file changed', /does not match .*\.token .*: a full export/);
+    const other = await backup(file, ['--incremental', '--no-html']);
+    t.match(other.stderr, /was kept for other options .*: a full export/, 'a token of other options: a full export');
+    t.ok(plain(file).includes('"contentHtml":null'), 'written with the options asked for');
+    await fullAgain('back to the first options', /was kept for other options/);
+    await db.sql`SELECT kbx_expire_change_tokens()`;
+    // A change after the expiry: an unchanged book may be answered from the export cache, with the
+    // token of the snapshot that body was read from, which expired with the others.
+    await db.sql`UPDATE documents SET name = 'after the expiry' WHERE id = (SELECT min(id) FROM documents WHERE book_id = 'b-kb' AND status = 1 AND type <> 'category')`;
+    // So that the full export's new token is honoured by the run after it (and by the next test's).
+    await aboveTokenFloor(db.sql);
+    await fullAgain('an expired token', /410 CHANGE_TOKEN_EXPIRED.*: a full export/, true);
+  },
+);
 
 t.test('kill -9 in the middle leaves the old file and its token record; the next run merges', async (t) => {
   const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
@@ -184,11 +207,16 @@ t.test('kill -9 in the middle leaves the old file and its token record; the next
   await db.sql`UPDATE documents SET name = name || ' (edited)' WHERE book_id = 'b-kb'`;
   proxy.throttle(64 * 1024);
   const sent = proxy.stats().bytesToClient;
-  const child = spawn(...untracked([process.execPath, CLI, 'backup', '--server', base, '--book', 'kb', '--out', file, '--incremental']), {
-    env: { ...process.env, KB_EXPORT_API_KEY: 'kbx_u1' },
-    stdio: 'ignore',
-  });
-  const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once('exit', (_code, signal) => resolve(signal)));
+  const child = spawn(
+    ...untracked([process.execPath, CLI, 'backup', '--server', base, '--book', 'kb', '--out', file, '--incremental']),
+    {
+      env: { ...process.env, KB_EXPORT_API_KEY: 'kbx_u1' },
+      stdio: 'ignore',
+    },
+  );
+  const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+    child.once('exit', (_code, signal) => resolve(signal)),
+  );
   while (proxy.stats().bytesToClient - sent < 64 * 1024) await sleep(10);
   child.kill('SIGKILL');
   t.equal(await exited, 'SIGKILL', 'killed mid-delta');

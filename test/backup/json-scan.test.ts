@@ -88,7 +88,8 @@ const INVALID = [
 ];
 
 /** An ASCII-only label: TAP output must not carry raw U+2028 or control characters. */
-const label = (s: string) => JSON.stringify(s).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+const label = (s: string) =>
+  JSON.stringify(s).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
 t.test('fixed texts: accepted exactly when JSON.parse accepts them, however they are split', async (t) => {
   for (const [text, ok] of [...VALID.map((v) => [v, true] as const), ...INVALID.map((v) => [v, false] as const)]) {
@@ -98,7 +99,14 @@ t.test('fixed texts: accepted exactly when JSON.parse accepts them, however they
     let splits = true;
     for (let at = 0; at <= bytes.length; at++) splits &&= scans(bytes, [at]) === ok;
     t.ok(splits, `${label(text)} split at every byte`);
-    t.equal(scans(bytes, Array.from({ length: bytes.length }, (_, i) => i)), ok, `${label(text)} byte by byte`);
+    t.equal(
+      scans(
+        bytes,
+        Array.from({ length: bytes.length }, (_, i) => i),
+      ),
+      ok,
+      `${label(text)} byte by byte`,
+    );
   }
 });
 
@@ -108,7 +116,8 @@ t.test('nesting deeper than 1024 is refused, not a crash', async (t) => {
 });
 
 const jsonText = fc.json({ maxDepth: 4 }).map((s) => Buffer.from(s, 'utf8'));
-const cutsOf = (length: number) => fc.uniqueArray(fc.integer({ min: 0, max: length }), { maxLength: 4 }).map((a) => a.sort((x, y) => x - y));
+const cutsOf = (length: number) =>
+  fc.uniqueArray(fc.integer({ min: 0, max: length }), { maxLength: 4 }).map((a) => a.sort((x, y) => x - y));
 
 t.test('property: every JSON text is accepted, in any pieces', async (t) => {
   fc.assert(
@@ -122,7 +131,11 @@ t.test('property: every JSON text is accepted, in any pieces', async (t) => {
 });
 
 t.test('property: with bytes cut, added or replaced, the scanner agrees with JSON.parse', async (t) => {
-  const edit = fc.record({ at: fc.nat(), kind: fc.constantFrom('cut', 'add', 'replace'), byte: fc.constantFrom(...Buffer.from(' \n{}[],:"\\-+.0123456789eEtrufalsn\x01\x7f')) });
+  const edit = fc.record({
+    at: fc.nat(),
+    kind: fc.constantFrom('cut', 'add', 'replace'),
+    byte: fc.constantFrom(...Buffer.from(' \n{}[],:"\\-+.0123456789eEtrufalsn\x01\x7f')),
+  });
   fc.assert(
     fc.property(jsonText, fc.array(edit, { minLength: 1, maxLength: 3 }), fc.nat(), (original, edits, cut) => {
       let bytes = original;
@@ -141,7 +154,10 @@ t.test('property: with bytes cut, added or replaced, the scanner agrees with JSO
 });
 
 /** The verdict of a body fed in 7-byte pieces, or the error's message. */
-function verdictOf(format: BackupFormat, body: string): ReturnType<ReturnType<typeof bodyVerifier>['verdict']> | string {
+function verdictOf(
+  format: BackupFormat,
+  body: string,
+): ReturnType<ReturnType<typeof bodyVerifier>['verdict']> | string {
   const v = bodyVerifier(format);
   return new Promise<ReturnType<typeof v.verdict> | string>((resolve) => {
     v.on('error', (err) => resolve(err.message));
@@ -156,31 +172,54 @@ function verdictOf(format: BackupFormat, body: string): ReturnType<ReturnType<ty
 const DOC = (id: string, meta = true) =>
   `{"id":"${id}","documents":[{"x":1}],${meta ? '"meta":{"count":7},' : ''}"success":false,"contentHtml":"<p>\\"}\\u005d\\n"}`;
 
-t.test('JSON verdicts: documents counted in the top-level array only; success and meta.count at the top only', async (t) => {
-  const whole = `{"success":true,"book":{"id":"b","meta":{"count":9}},"documents":[${DOC('a')},${DOC('b')}],"meta":{"count":2}}`;
-  t.same(await verdictOf('json', whole), { documents: 2, count: 2, success: true });
-  t.equal(incompleteReason((await verdictOf('json', whole)) as never), null);
-  t.same(await verdictOf('json', whole.replace('"success":true', '"success":false')), { documents: 2, count: 2, success: false });
-  t.same(await verdictOf('json', whole.replace('"meta":{"count":2}', '"meta":{}')), { documents: 2, count: null, success: true });
-  t.same(await verdictOf('json', `{"success":true,"documents":[],"meta":{"count":0}}`), { documents: 0, count: 0, success: true });
-  t.match(await verdictOf('json', whole.slice(0, -1)), /not valid JSON/, 'cut before its last byte');
-  t.match(await verdictOf('json', `${whole}{}`), /more after the end/, 'a second value');
-  let cutsPass = 0;
-  for (let at = 0; at < whole.length; at++) {
-    const v = await verdictOf('json', whole.slice(0, at));
-    if (typeof v !== 'string' && incompleteReason(v) === null) cutsPass++;
-  }
-  t.equal(cutsPass, 0, 'no cut of the body passes');
-});
+t.test(
+  'JSON verdicts: documents counted in the top-level array only; success and meta.count at the top only',
+  async (t) => {
+    const whole = `{"success":true,"book":{"id":"b","meta":{"count":9}},"documents":[${DOC('a')},${DOC('b')}],"meta":{"count":2}}`;
+    t.same(await verdictOf('json', whole), { documents: 2, count: 2, success: true });
+    t.equal(incompleteReason((await verdictOf('json', whole)) as never), null);
+    t.same(await verdictOf('json', whole.replace('"success":true', '"success":false')), {
+      documents: 2,
+      count: 2,
+      success: false,
+    });
+    t.same(await verdictOf('json', whole.replace('"meta":{"count":2}', '"meta":{}')), {
+      documents: 2,
+      count: null,
+      success: true,
+    });
+    t.same(await verdictOf('json', `{"success":true,"documents":[],"meta":{"count":0}}`), {
+      documents: 0,
+      count: 0,
+      success: true,
+    });
+    t.match(await verdictOf('json', whole.slice(0, -1)), /not valid JSON/, 'cut before its last byte');
+    t.match(await verdictOf('json', `${whole}{}`), /more after the end/, 'a second value');
+    let cutsPass = 0;
+    for (let at = 0; at < whole.length; at++) {
+      const v = await verdictOf('json', whole.slice(0, at));
+      if (typeof v !== 'string' && incompleteReason(v) === null) cutsPass++;
+    }
+    t.equal(cutsPass, 0, 'no cut of the body passes');
+  },
+);
 
 t.test('NDJSON verdicts: the book line first, a document per line, the meta line last', async (t) => {
   // A line with a top-level "meta" is the meta line (no document has one).
   const whole = `{"success":true,"book":{"id":"b"}}\n${DOC('a', false)}\n${DOC('b', false)}\r\n{"meta":{"count":2}}\n`;
   t.same(await verdictOf('ndjson', whole), { documents: 2, count: 2, success: true });
-  t.same(await verdictOf('ndjson', whole.replace('"success":true', '"success":false')), { documents: 2, count: 2, success: false });
+  t.same(await verdictOf('ndjson', whole.replace('"success":true', '"success":false')), {
+    documents: 2,
+    count: 2,
+    success: false,
+  });
   t.match(await verdictOf('ndjson', `${whole}${DOC('c', false)}\n`), /a line after the meta line/);
   t.match(await verdictOf('ndjson', whole.replace('\n', '\n\n')), /an empty line/);
-  t.match(await verdictOf('ndjson', whole.replace(DOC('a', false), '{"id":\n"a"}')), /inside a value/, 'a value across lines');
+  t.match(
+    await verdictOf('ndjson', whole.replace(DOC('a', false), '{"id":\n"a"}')),
+    /inside a value/,
+    'a value across lines',
+  );
   let cutsPass = 0;
   for (let at = 0; at < whole.length; at++) {
     const v = await verdictOf('ndjson', whole.slice(0, at));

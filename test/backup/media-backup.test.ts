@@ -33,10 +33,16 @@ await seed(
   simpleSeed([
     doc('d1', 'a1', {
       cover: { url: 'covers/1.jpg', position: 'center' },
-      contentHtml: '<p><img src="uploads/a.png" srcset="uploads/a.png 1x, uploads/a@2x.png 2x"></p><a download href="files/report%20v2.pdf">report</a><a href="other-doc">a link</a>',
+      contentHtml:
+        '<p><img src="uploads/a.png" srcset="uploads/a.png 1x, uploads/a@2x.png 2x"></p><a download href="files/report%20v2.pdf">report</a><a href="other-doc">a link</a>',
     }),
-    doc('d2', 'a2', { contentHtml: '<img src="./uploads/a.png"><video src="faults/slow.bin" poster="faults/500-then-200.png"></video>' }),
-    doc('d3', 'a3', { contentHtml: '<img src="faults/404.png"><img src="faults/429.png"><img src="faults/reset.bin"><img src="faults/stall.bin"><img src="faults/redirect.png">' }),
+    doc('d2', 'a2', {
+      contentHtml: '<img src="./uploads/a.png"><video src="faults/slow.bin" poster="faults/500-then-200.png"></video>',
+    }),
+    doc('d3', 'a3', {
+      contentHtml:
+        '<img src="faults/404.png"><img src="faults/429.png"><img src="faults/reset.bin"><img src="faults/stall.bin"><img src="faults/redirect.png">',
+    }),
   ]),
 );
 const server = await startServer(t, {}, db);
@@ -111,7 +117,22 @@ const dir = mkdtempSync(path.join(os.tmpdir(), 'kbx-media-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 const out = path.join(dir, 'kb.json');
 const mediaDir = path.join(dir, 'media');
-const args = ['--server', front.base, '--book', 'kb', '--out', out, '--media-dir', mediaDir, '--media-concurrency', '4', '--media-timeout', '1', '--retries', '3'];
+const args = [
+  '--server',
+  front.base,
+  '--book',
+  'kb',
+  '--out',
+  out,
+  '--media-dir',
+  mediaDir,
+  '--media-concurrency',
+  '4',
+  '--media-timeout',
+  '1',
+  '--retries',
+  '3',
+];
 
 interface Manifest {
   changeToken: string;
@@ -119,7 +140,15 @@ interface Manifest {
   export: { file: string; bytes: number; sha256: string; documents: number };
   mediaPrefix: string;
   mediaDir: string;
-  media: { path: string | null; url: string; bytes?: number; sha256?: string; contentType?: string; missing?: string; status?: number | null }[];
+  media: {
+    path: string | null;
+    url: string;
+    bytes?: number;
+    sha256?: string;
+    contentType?: string;
+    missing?: string;
+    status?: number | null;
+  }[];
   summary: { files: number; bytes: number; missing: number };
 }
 const manifest = (file = out) => JSON.parse(readFileSync(`${file}.manifest.json`, 'utf8')) as Manifest;
@@ -143,9 +172,17 @@ t.test('a first backup: every media file at its path, faults retried, the 404 li
   const r = await runBackupCli(args);
   t.equal(r.code, 4, r.stderr);
   t.match(r.stderr, /media: 10 files, \d+ bytes in .* \(10 fetched, \d+ bytes; 0 already there\), 1 missing/);
-  t.match(r.stderr, /kb-export backup: the export was saved, but 1 media is missing \(listed in .*kb\.json\.manifest\.json with why\)/);
-  for (const [p, bytes] of Object.entries(EXPECTED)) t.ok(readFileSync(path.join(mediaDir, p)).equals(bytes), `${p} holds the media's bytes`);
-  t.same(readdirSync(mediaDir).filter((f) => f.endsWith('.tmp')), [], 'no temporary file left');
+  t.match(
+    r.stderr,
+    /kb-export backup: the export was saved, but 1 media is missing \(listed in .*kb\.json\.manifest\.json with why\)/,
+  );
+  for (const [p, bytes] of Object.entries(EXPECTED))
+    t.ok(readFileSync(path.join(mediaDir, p)).equals(bytes), `${p} holds the media's bytes`);
+  t.same(
+    readdirSync(mediaDir).filter((f) => f.endsWith('.tmp')),
+    [],
+    'no temporary file left',
+  );
 
   const m = manifest();
   t.equal(m.mediaPrefix, '/media/', "the response's Export-Media-Prefix");
@@ -159,10 +196,20 @@ t.test('a first backup: every media file at its path, faults retried, the 404 li
     'each path once, in order',
   );
   for (const e of m.media.filter((x) => x.sha256 !== undefined)) {
-    t.same({ bytes: e.bytes, sha256: e.sha256 }, { bytes: EXPECTED[e.path!]!.length, sha256: sha256(EXPECTED[e.path!]!) }, `${e.path}: size and hash`);
+    t.same(
+      { bytes: e.bytes, sha256: e.sha256 },
+      { bytes: EXPECTED[e.path!]!.length, sha256: sha256(EXPECTED[e.path!]!) },
+      `${e.path}: size and hash`,
+    );
   }
-  t.match(m.media.find((e) => e.path === 'faults/404.png'), { url: '/media/faults/404.png', missing: '404 Not Found', status: 404 });
-  t.match(m.media.find((e) => e.path === 'files/report v2.pdf'), { url: '/media/files/report%20v2.pdf', contentType: 'application/pdf' });
+  t.match(
+    m.media.find((e) => e.path === 'faults/404.png'),
+    { url: '/media/faults/404.png', missing: '404 Not Found', status: 404 },
+  );
+  t.match(
+    m.media.find((e) => e.path === 'files/report v2.pdf'),
+    { url: '/media/files/report%20v2.pdf', contentType: 'application/pdf' },
+  );
   t.same(m.summary, { files: 10, bytes: Object.values(EXPECTED).reduce((n, b) => n + b.length, 0), missing: 1 });
 
   t.equal(front.requestsOf('/media/uploads/a.png').length, 1, 'named three times, fetched once');
@@ -173,11 +220,18 @@ t.test('a first backup: every media file at its path, faults retried, the 404 li
   t.equal(front.requestsOf('/media/faults/reset.bin').length, 2, 'a reset mid-file is retried');
   t.equal(front.requestsOf('/media/faults/stall.bin').length, 2, 'a stall past --media-timeout is retried');
   t.equal(front.requestsOf('/media/faults/slow.bin').length, 1, 'a slow body that keeps coming is not');
-  t.equal(front.requestsOf('/media/faults/redirect.png')[0]!.headers.authorization, 'Bearer kbx_u1', "the key goes to the server's own origin");
+  t.equal(
+    front.requestsOf('/media/faults/redirect.png')[0]!.headers.authorization,
+    'Bearer kbx_u1',
+    "the key goes to the server's own origin",
+  );
   t.equal(store.requests.length, 1);
   t.equal(store.requests[0]!.url, '/bucket/object.png?X-Amz-Signature=abc');
   t.equal(store.requests[0]!.headers.authorization, undefined, 'and never across origins');
-  t.notOk(front.requests.some((q) => q.url.startsWith('/media/other-doc')), 'a link that is no attachment is not media');
+  t.notOk(
+    front.requests.some((q) => q.url.startsWith('/media/other-doc')),
+    'a link that is no attachment is not media',
+  );
 });
 
 t.test('sha256sum -c PATH.sha256 and kb-export verify pass on the fresh backup', async (t) => {
@@ -199,7 +253,10 @@ t.test('an unchanged backup fetches only what is missing and rewrites neither fi
   t.equal(r.code, 4, r.stderr);
   t.match(r.stderr, /\(0 fetched, 0 bytes; 10 already there\), 1 missing.*unchanged/);
   t.same(
-    front.requests.slice(requests).map((q) => q.url).filter((u) => u.startsWith('/media/')),
+    front.requests
+      .slice(requests)
+      .map((q) => q.url)
+      .filter((u) => u.startsWith('/media/')),
     ['/media/faults/404.png'],
     'only the missing one is asked for again',
   );
@@ -245,7 +302,21 @@ t.test('--if-changed: a 304 keeps the manifest and fetches no media', async (t) 
 
 t.test('--incremental: the merged file gets its manifest and media as a download does', async (t) => {
   const inc = path.join(dir, 'inc.json');
-  const incArgs = ['--server', front.base, '--book', 'kb', '--out', inc, '--media-dir', mediaDir, '--incremental', '--media-timeout', '1', '--retries', '0'];
+  const incArgs = [
+    '--server',
+    front.base,
+    '--book',
+    'kb',
+    '--out',
+    inc,
+    '--media-dir',
+    mediaDir,
+    '--incremental',
+    '--media-timeout',
+    '1',
+    '--retries',
+    '0',
+  ];
   const full = await runBackupCli(incArgs);
   t.equal(full.code, 4, full.stderr);
   await db.sql`UPDATE documents SET name = 'renamed again' WHERE id = 'd1'`;
@@ -255,7 +326,11 @@ t.test('--incremental: the merged file gets its manifest and media as a download
   t.match(merged.stderr, /\(0 fetched, 0 bytes; 10 already there\), 1 missing/, 'the same DIR serves both backups');
   const m = manifest(inc);
   t.same(m.export, { file: 'inc.json', bytes: statSync(inc).size, sha256: sha256(readFileSync(inc)), documents: 3 });
-  t.equal(m.changeToken, (JSON.parse(readFileSync(`${inc}.token`, 'utf8')) as { token: string }).token, "the delta's token");
+  t.equal(
+    m.changeToken,
+    (JSON.parse(readFileSync(`${inc}.token`, 'utf8')) as { token: string }).token,
+    "the delta's token",
+  );
   t.equal((await runCli(['verify', inc])).code, 0);
 });
 
@@ -267,7 +342,11 @@ t.test('without --media-dir: the manifest and PATH.sha256 of the export alone', 
   const m = manifest(plain);
   t.equal(m.media, null);
   t.equal(m.mediaDir, null);
-  t.same(m.export, { file: 'plain.json.gz', bytes: statSync(plain).size, sha256: sha256(readFileSync(plain)), documents: 3 }, 'the file as written, compressed');
+  t.same(
+    m.export,
+    { file: 'plain.json.gz', bytes: statSync(plain).size, sha256: sha256(readFileSync(plain)), documents: 3 },
+    'the file as written, compressed',
+  );
   t.equal(readFileSync(`${plain}.sha256`, 'utf8'), `${m.export.sha256}  plain.json.gz\n`);
   execFileSync('sha256sum', ['-c', '--quiet', 'plain.json.gz.sha256'], { cwd: dir });
   const v = await runCli(['verify', plain]);
@@ -279,7 +358,10 @@ t.test('usage errors exit 2 and download nothing', async (t) => {
     [['--out', '-', '--media-dir', mediaDir], /--media-dir needs a file/],
     [['--out', path.join(dir, 'x.json'), '--media-refresh'], /--media-refresh goes with --media-dir/],
     [['--out', path.join(mediaDir, 'x.json'), '--media-dir', mediaDir], /is inside --media-dir/],
-    [['--out', path.join(dir, 'x.json'), '--media-dir', mediaDir, '--media-concurrency', '0'], /--media-concurrency must be 1 to 64/],
+    [
+      ['--out', path.join(dir, 'x.json'), '--media-dir', mediaDir, '--media-concurrency', '0'],
+      /--media-concurrency must be 1 to 64/,
+    ],
   ];
   for (const [more, why] of cases) {
     const r = await runBackupCli(['--server', front.base, '--book', 'kb', ...more]);
@@ -290,11 +372,19 @@ t.test('usage errors exit 2 and download nothing', async (t) => {
 
 t.test('a DIR that cannot be a folder: exit 1, the export saved, the last manifest left as it was', async (t) => {
   const before = stamp(`${out}.manifest.json`);
-  const r = await runBackupCli([...args.slice(0, args.indexOf('--media-dir')), '--media-dir', path.join(dir, 'plain.json.gz')]);
+  const r = await runBackupCli([
+    ...args.slice(0, args.indexOf('--media-dir')),
+    '--media-dir',
+    path.join(dir, 'plain.json.gz'),
+  ]);
   t.equal(r.code, 1, r.stderr);
   t.match(r.stderr, /the export was saved, but cannot use --media-dir .*plain\.json\.gz/);
   t.same(stamp(`${out}.manifest.json`), before);
-  t.same(readdirSync(dir).filter((f) => f.endsWith('.tmp')), [], 'no temporary file left');
+  t.same(
+    readdirSync(dir).filter((f) => f.endsWith('.tmp')),
+    [],
+    'no temporary file left',
+  );
 });
 
 t.test('a media server that never answers in time: listed, exit 4, the export kept', async (t) => {
@@ -305,13 +395,31 @@ t.test('a media server that never answers in time: listed, exit 4, the export ke
     silent.close();
   });
   const port = (silent.address() as { port: number }).port;
-  const body = JSON.stringify({ success: true, book: { id: 'b' }, documents: [{ id: 'x', cover: { url: `http://127.0.0.1:${port}/m/x.png` }, contentHtml: null }], meta: { count: 1 } });
+  const body = JSON.stringify({
+    success: true,
+    book: { id: 'b' },
+    documents: [{ id: 'x', cover: { url: `http://127.0.0.1:${port}/m/x.png` }, contentHtml: null }],
+    meta: { count: 1 },
+  });
   const api = await startStub(t, (_req, res) => {
     res.writeHead(200, { 'export-media-prefix': `http://127.0.0.1:${port}/m/` });
     res.end(body);
   });
   const file = path.join(dir, 'silent.json');
-  const r = await runBackupCli(['--server', api.base, '--book', 'kb', '--out', file, '--media-dir', path.join(dir, 'silent-media'), '--media-timeout', '1', '--retries', '1']);
+  const r = await runBackupCli([
+    '--server',
+    api.base,
+    '--book',
+    'kb',
+    '--out',
+    file,
+    '--media-dir',
+    path.join(dir, 'silent-media'),
+    '--media-timeout',
+    '1',
+    '--retries',
+    '1',
+  ]);
   t.equal(r.code, 4, r.stderr);
   t.match(manifest(file).media, [{ path: 'x.png', status: null, missing: /timeout.*after 2 attempts/i }]);
   t.equal(api.requests.filter((q) => q.headers.authorization !== undefined).length, 1, 'the key went to the API');

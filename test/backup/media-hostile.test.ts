@@ -8,7 +8,17 @@
  * of five redirects is followed; one of six is not.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
@@ -39,7 +49,10 @@ const hostile = [
   '/media/file-link.png',
   '/media/..\\..\\outside\\escape-8.txt',
 ];
-const html = [...hostile, '/media/ok/fine.png', '/media/redirected.png', '/media/hops5.png', '/media/hops6.png'].map((u) => `<img src="${u.replace(/"/g, '&quot;')}">`).join('') + '<img src="https://elsewhere.example/media/x.png">';
+const html =
+  [...hostile, '/media/ok/fine.png', '/media/redirected.png', '/media/hops5.png', '/media/hops6.png']
+    .map((u) => `<img src="${u.replace(/"/g, '&quot;')}">`)
+    .join('') + '<img src="https://elsewhere.example/media/x.png">';
 const body = JSON.stringify({
   success: true,
   book: { id: 'b', slug: 'kb', name: 'KB' },
@@ -63,38 +76,78 @@ const stub = await startStub(t, (req, res) => {
     res.writeHead(302, { location: '/media/../../../../outside/redirect-escape.png' });
     res.end();
   } else {
-    res.writeHead(200, { 'content-type': 'image/png', 'content-disposition': 'attachment; filename="../../outside/disposition.png"' });
+    res.writeHead(200, {
+      'content-type': 'image/png',
+      'content-disposition': 'attachment; filename="../../outside/disposition.png"',
+    });
     res.end(bytesOf(url));
   }
 });
 
 t.test('nothing outside DIR; refusals listed; good files saved; exit 4', async (t) => {
   const out = path.join(backups, 'kb.json');
-  const r = await runBackupCli(['--server', stub.base, '--book', 'kb', '--out', out, '--media-dir', dir, '--retries', '0']);
+  const r = await runBackupCli([
+    '--server',
+    stub.base,
+    '--book',
+    'kb',
+    '--out',
+    out,
+    '--media-dir',
+    dir,
+    '--retries',
+    '0',
+  ]);
   t.equal(r.code, 4, r.stderr);
   t.match(r.stderr, /the export was saved, but \d+ media are missing/);
   t.same(readdirSync(outside).sort(), ['precious.txt'], 'nothing new outside DIR');
   t.equal(readFileSync(path.join(outside, 'precious.txt'), 'utf8'), 'do not touch', 'the linked file is untouched');
   t.ok(lstatSync(path.join(dir, 'file-link.png')).isSymbolicLink(), 'the link in DIR is left as it was');
-  t.same(readdirSync(dir).filter((f) => f.endsWith('.tmp')), [], 'no temporary file');
+  t.same(
+    readdirSync(dir).filter((f) => f.endsWith('.tmp')),
+    [],
+    'no temporary file',
+  );
 
-  const manifest = JSON.parse(readFileSync(`${out}.manifest.json`, 'utf8')) as { media: Record<string, unknown>[]; summary: { files: number; missing: number } };
+  const manifest = JSON.parse(readFileSync(`${out}.manifest.json`, 'utf8')) as {
+    media: Record<string, unknown>[];
+    summary: { files: number; missing: number };
+  };
   const byUrl = new Map(manifest.media.map((e) => [e.url as string, e]));
   for (const u of hostile) {
     const e = byUrl.get(u);
     t.ok(e && typeof e.missing === 'string', `${u} is listed as missing: ${e?.missing as string}`);
   }
-  t.match(byUrl.get('/media/linked/escape-7.txt'), { path: 'linked/escape-7.txt', missing: /linked is a symbolic link/ });
+  t.match(byUrl.get('/media/linked/escape-7.txt'), {
+    path: 'linked/escape-7.txt',
+    missing: /linked is a symbolic link/,
+  });
   t.match(byUrl.get('/media/file-link.png'), { path: 'file-link.png', missing: /symbolic link: not replaced/ });
   // Where a redirect leads is only where the bytes come from: they are kept at the export's path.
-  const served = { '/media/ok/fine.png': '/media/ok/fine.png', '/media/covers/c.png': '/media/covers/c.png', '/media/redirected.png': '/outside/redirect-escape.png' };
+  const served = {
+    '/media/ok/fine.png': '/media/ok/fine.png',
+    '/media/covers/c.png': '/media/covers/c.png',
+    '/media/redirected.png': '/outside/redirect-escape.png',
+  };
   for (const [u, from] of Object.entries(served)) {
     const p = path.join(dir, u.slice('/media/'.length));
     t.ok(readFileSync(p).equals(bytesOf(from)), `${u} saved at its path`);
-    t.match(byUrl.get(u), { bytes: bytesOf(from).length, sha256: createHash('sha256').update(bytesOf(from)).digest('hex'), contentType: 'image/png' });
+    t.match(byUrl.get(u), {
+      bytes: bytesOf(from).length,
+      sha256: createHash('sha256').update(bytesOf(from)).digest('hex'),
+      contentType: 'image/png',
+    });
   }
-  t.match(byUrl.get('/media/hops5.png'), { path: 'hops5.png', bytes: bytesOf('/r/1').length }, 'five redirects are followed');
-  t.match(byUrl.get('/media/hops6.png'), { path: 'hops6.png', missing: 'more than 5 redirects', status: 307 }, 'a sixth is not');
+  t.match(
+    byUrl.get('/media/hops5.png'),
+    { path: 'hops5.png', bytes: bytesOf('/r/1').length },
+    'five redirects are followed',
+  );
+  t.match(
+    byUrl.get('/media/hops6.png'),
+    { path: 'hops6.png', missing: 'more than 5 redirects', status: 307 },
+    'a sixth is not',
+  );
   t.equal(manifest.summary.files, 4);
   t.equal(manifest.summary.missing, hostile.length + 1);
   t.notOk(byUrl.has('https://elsewhere.example/media/x.png'), 'a URL outside the prefix is not media');

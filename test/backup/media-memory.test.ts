@@ -48,13 +48,29 @@ t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 
 t.test(`a ${SIZE / MB} MiB media file in bounded memory`, async (t) => {
   const out = path.join(dir, 'kb.json');
-  const run = await runCli(['backup', '--server', server.url, '--book', 'kb', '--out', out, '--media-dir', path.join(dir, 'media')], { KB_EXPORT_API_KEY: 'kbx_u1' });
+  const run = await runCli(
+    ['backup', '--server', server.url, '--book', 'kb', '--out', out, '--media-dir', path.join(dir, 'media')],
+    { KB_EXPORT_API_KEY: 'kbx_u1' },
+  );
   t.equal(run.code, 0, run.stderr);
   t.ok(served !== null, 'the server sent the whole file');
   const file = path.join(dir, 'media/videos/huge.bin');
   t.equal(statSync(file).size, SIZE);
-  const manifest = JSON.parse(readFileSync(`${out}.manifest.json`, 'utf8')) as { media: { path: string; bytes: number; sha256: string }[] };
-  t.same(manifest.media, [{ path: 'videos/huge.bin', url: `${media.base}/m/videos/huge.bin`, bytes: SIZE, sha256: served!.sha256, contentType: 'application/octet-stream' }]);
+  const manifest = JSON.parse(readFileSync(`${out}.manifest.json`, 'utf8')) as {
+    media: { path: string; bytes: number; sha256: string }[];
+  };
+  t.same(manifest.media, [
+    {
+      path: 'videos/huge.bin',
+      url: `${media.base}/m/videos/huge.bin`,
+      bytes: SIZE,
+      sha256: served!.sha256,
+      contentType: 'application/octet-stream',
+    },
+  ]);
   t.ok(run.peakRss > 0, 'VmHWM was read');
-  t.ok(run.peakRss < BOUND, `peak RSS ${(run.peakRss / MB).toFixed(1)} MB for a ${SIZE / MB} MiB file in ${run.seconds.toFixed(1)} s (bound ${BOUND / MB} MB)`);
+  t.ok(
+    run.peakRss < BOUND,
+    `peak RSS ${(run.peakRss / MB).toFixed(1)} MB for a ${SIZE / MB} MiB file in ${run.seconds.toFixed(1)} s (bound ${BOUND / MB} MB)`,
+  );
 });

@@ -11,11 +11,18 @@ import { compareRefs, keyCompare, MediaUrls, trimAscii, type MediaRef } from '..
 const rel = new MediaUrls('/media/', 'http://127.0.0.1:3000/base');
 
 t.test('a path below the prefix, decoded segment by segment; query and fragment dropped', async (t) => {
-  t.same(rel.refOf('/media/uploads/a%20b.png?w=800&h=600#top'), { path: 'uploads/a b.png', url: '/media/uploads/a%20b.png?w=800&h=600#top' });
+  t.same(rel.refOf('/media/uploads/a%20b.png?w=800&h=600#top'), {
+    path: 'uploads/a b.png',
+    url: '/media/uploads/a%20b.png?w=800&h=600#top',
+  });
   t.same(rel.refOf('/media/%E8%AD%B0%E4%BA%8B%E9%8C%B2.docx').path, '議事録.docx');
   t.same(rel.refOf('/media/export%20(1).zip').path, 'export (1).zip');
   t.same(rel.refOf('/media/a/./b/../c.png').path, 'a/c.png', 'dot segments resolved inside the prefix');
-  t.equal(rel.fetchUrl('/media/x.png?v=2#f')!.href, 'http://127.0.0.1:3000/media/x.png?v=2', 'a root-relative URL on the server, fragment dropped');
+  t.equal(
+    rel.fetchUrl('/media/x.png?v=2#f')!.href,
+    'http://127.0.0.1:3000/media/x.png?v=2',
+    'a root-relative URL on the server, fragment dropped',
+  );
   t.equal(rel.prefixUrl.href, 'http://127.0.0.1:3000/media/');
 });
 

@@ -37,7 +37,9 @@ function scanned(html: string): string[] {
 }
 
 t.test("the rewriter's cases: the scan of the rewritten HTML is what the rewriter put under the prefix", async (t) => {
-  const cases = JSON.parse(readFileSync(sourceUrl(import.meta.url, '../export/rewrite/fixtures/rewriter-cases.json'), 'utf8')) as { name: string; input: string; expected: string }[];
+  const cases = JSON.parse(
+    readFileSync(sourceUrl(import.meta.url, '../export/rewrite/fixtures/rewriter-cases.json'), 'utf8'),
+  ) as { name: string; input: string; expected: string }[];
   let urls = 0;
   for (const c of cases) {
     const want = rewrittenByServer(c.input);
@@ -63,11 +65,27 @@ t.test('generated documents: the same URLs, in the same order, as the rewriter',
 });
 
 t.test('what is not media is not collected', async (t) => {
-  t.same(scanned('<a href="/media/doc">a link</a><a download href="/media/f.pdf">f</a>'), ['/media/f.pdf'], 'an a only as an attachment');
+  t.same(
+    scanned('<a href="/media/doc">a link</a><a download href="/media/f.pdf">f</a>'),
+    ['/media/f.pdf'],
+    'an a only as an attachment',
+  );
   t.same(scanned('<a data-type="attachment" href="/media/g.zip">g</a>'), ['/media/g.zip']);
-  t.same(scanned('<svg><video src="/media/v.mp4"></video></svg><svg><img src="/media/i.png"></svg>'), ['/media/i.png'], 'foreign content is not HTML media; an img leaves it');
-  t.same(scanned('<!-- <img src="/media/c.png"> --><script>"<img src=/media/s.png>"</script><p>&lt;img src="/media/t.png"&gt;</p>'), []);
-  t.same(scanned('<img src="https://example.com/media/x.png" srcset="data:image/png;base64,AAA 1x, /media/y.png 2x">'), ['/media/y.png']);
+  t.same(
+    scanned('<svg><video src="/media/v.mp4"></video></svg><svg><img src="/media/i.png"></svg>'),
+    ['/media/i.png'],
+    'foreign content is not HTML media; an img leaves it',
+  );
+  t.same(
+    scanned(
+      '<!-- <img src="/media/c.png"> --><script>"<img src=/media/s.png>"</script><p>&lt;img src="/media/t.png"&gt;</p>',
+    ),
+    [],
+  );
+  t.same(
+    scanned('<img src="https://example.com/media/x.png" srcset="data:image/png;base64,AAA 1x, /media/y.png 2x">'),
+    ['/media/y.png'],
+  );
   t.same(scanned('<img src="&#x2F;media/e.png">'), ['/media/e.png'], 'attribute values decoded');
 });
 
@@ -79,7 +97,12 @@ t.test('whole bodies, JSON and NDJSON: cover URLs and HTML, document by document
   ];
   const bodies = {
     json: JSON.stringify({ success: true, book: { id: 'b' }, documents: docs, meta: { count: 3 } }),
-    ndjson: [JSON.stringify({ success: true, book: { id: 'b' } }), ...docs.map((d) => JSON.stringify(d)), JSON.stringify({ meta: { count: 3 } }), ''].join('\n'),
+    ndjson: [
+      JSON.stringify({ success: true, book: { id: 'b' } }),
+      ...docs.map((d) => JSON.stringify(d)),
+      JSON.stringify({ meta: { count: 3 } }),
+      '',
+    ].join('\n'),
   };
   for (const format of ['json', 'ndjson'] as const) {
     const found: string[] = [];

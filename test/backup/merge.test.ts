@@ -6,7 +6,16 @@
 import t from 'tap';
 import { before, mergedBody, rawDocument, type RawDocument } from '../../src/backup/merge.js';
 
-const text = (d: Record<string, unknown>) => JSON.stringify({ id: d.id, slug: 's', name: d.name ?? 'n', type: 'document', parentId: null, orderKey: d.orderKey, tags: ['x'] });
+const text = (d: Record<string, unknown>) =>
+  JSON.stringify({
+    id: d.id,
+    slug: 's',
+    name: d.name ?? 'n',
+    type: 'document',
+    parentId: null,
+    orderKey: d.orderKey,
+    tags: ['x'],
+  });
 
 t.test('id and orderKey as JSON.parse reads them', async (t) => {
   for (const [i, d] of [
@@ -39,14 +48,25 @@ async function* from(docs: RawDocument[]) {
 t.test('a merged body: old minus dropped, changed inserted in order, framed as a full export', async (t) => {
   const d = (id: string, orderKey: string, name = 'n') => rawDocument(Buffer.from(text({ id, orderKey, name })));
   const old = [d('d1', 'a1'), d('d2', 'a2'), d('d3', 'a3'), d('d4', 'a4')];
-  const changed = [d('n0', 'a0'), d('d4', 'a25', 'moved'), d('d2', 'a2', 'renamed'), d('n9', 'a9')].sort((a, b) => Buffer.compare(a.key, b.key));
+  const changed = [d('n0', 'a0'), d('d4', 'a25', 'moved'), d('d2', 'a2', 'renamed'), d('n9', 'a9')].sort((a, b) =>
+    Buffer.compare(a.key, b.key),
+  );
   const drop = new Set(['d3', ...changed.map((c) => c.id)]);
   const book = Buffer.from('{"id":"b"}');
   for (const format of ['json', 'ndjson'] as const) {
     const chunks: Buffer[] = [];
-    for await (const c of mergedBody({ format, book, old: from(old), changed: from(changed), drop: (id) => drop.has(id) })) chunks.push(c);
+    for await (const c of mergedBody({
+      format,
+      book,
+      old: from(old),
+      changed: from(changed),
+      drop: (id) => drop.has(id),
+    }))
+      chunks.push(c);
     const body = Buffer.concat(chunks).toString();
-    const want = [d('n0', 'a0'), d('d1', 'a1'), d('d2', 'a2', 'renamed'), d('d4', 'a25', 'moved'), d('n9', 'a9')].map((x) => x.raw.toString());
+    const want = [d('n0', 'a0'), d('d1', 'a1'), d('d2', 'a2', 'renamed'), d('d4', 'a25', 'moved'), d('n9', 'a9')].map(
+      (x) => x.raw.toString(),
+    );
     t.equal(
       body,
       format === 'json'
@@ -55,7 +75,13 @@ t.test('a merged body: old minus dropped, changed inserted in order, framed as a
       format,
     );
   }
-  const unordered = mergedBody({ format: 'json', book, old: from([old[1]!, old[0]!]), changed: from([]), drop: () => false });
+  const unordered = mergedBody({
+    format: 'json',
+    book,
+    old: from([old[1]!, old[0]!]),
+    changed: from([]),
+    drop: () => false,
+  });
   await t.rejects(async () => {
     for await (const _ of unordered);
   }, /out of export order/);

@@ -20,7 +20,9 @@ const TMPFS_BYTES = 256 * 1024;
 function mountTmpfs(): { dir: string } | { skip: string } {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'kbx-full-'));
   try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${TMPFS_BYTES}`, 'tmpfs', dir], { stdio: ['ignore', 'ignore', 'pipe'] });
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${TMPFS_BYTES}`, 'tmpfs', dir], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     return { dir };
   } catch (err) {
     rmSync(dir, { recursive: true, force: true });
@@ -41,29 +43,41 @@ if ('dir' in mounted) {
 const body = exportBody(1000);
 const stub = await startStub(t, (req, res) => {
   const gzip = req.url!.includes('/books/gzip/');
-  res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', etag: '"stub"', ...(gzip ? { 'content-encoding': 'gzip' } : {}) });
+  res.writeHead(200, {
+    'content-type': 'application/json; charset=utf-8',
+    etag: '"stub"',
+    ...(gzip ? { 'content-encoding': 'gzip' } : {}),
+  });
   res.end(gzip ? zlib.gzipSync(body, { level: 4 }) : body);
 });
 
-t.test('a full disk: exit 1 at once with one line, no temporary file, PATH as it was', { skip: 'skip' in mounted && mounted.skip }, async (t) => {
-  const dir = (mounted as { dir: string }).dir;
-  t.ok(zlib.gzipSync(body).length > TMPFS_BYTES, 'the export does not fit, compressed or not');
-  const written: string[] = [];
-  for (const [name, book, how] of [
-    ['plain.json', 'identity', 'a plain file'],
-    ['server.json.gz', 'gzip', "the server's gzip bytes"],
-    ['client.json.gz', 'identity', 'compressed by the client'],
-  ] as const) {
-    const file = path.join(dir, name);
-    const old = Buffer.from(`the old backup of ${name}\n`);
-    writeFileSync(file, old);
-    written.push(name);
-    const requests = stub.requests.length;
-    const r = await runBackupCli(['--server', stub.base, '--book', book, '--out', file, '--retries', '3', '--quiet']);
-    t.equal(r.code, 1, `${how}: exit 1`);
-    t.equal(stub.requests.length - requests, 1, `${how}: one request, no retry`);
-    t.match(r.stderr, /^kb-export backup: backup failed: cannot write .*: ENOSPC: no space left on device.*; .* was left as it was\n$/, `${how}: one line naming the error`);
-    t.ok(readFileSync(file).equals(old), `${how}: PATH byte for byte as before`);
-    t.same(readdirSync(dir).sort(), written.sort(), `${how}: no temporary file, nothing but the backups`);
-  }
-});
+t.test(
+  'a full disk: exit 1 at once with one line, no temporary file, PATH as it was',
+  { skip: 'skip' in mounted && mounted.skip },
+  async (t) => {
+    const dir = (mounted as { dir: string }).dir;
+    t.ok(zlib.gzipSync(body).length > TMPFS_BYTES, 'the export does not fit, compressed or not');
+    const written: string[] = [];
+    for (const [name, book, how] of [
+      ['plain.json', 'identity', 'a plain file'],
+      ['server.json.gz', 'gzip', "the server's gzip bytes"],
+      ['client.json.gz', 'identity', 'compressed by the client'],
+    ] as const) {
+      const file = path.join(dir, name);
+      const old = Buffer.from(`the old backup of ${name}\n`);
+      writeFileSync(file, old);
+      written.push(name);
+      const requests = stub.requests.length;
+      const r = await runBackupCli(['--server', stub.base, '--book', book, '--out', file, '--retries', '3', '--quiet']);
+      t.equal(r.code, 1, `${how}: exit 1`);
+      t.equal(stub.requests.length - requests, 1, `${how}: one request, no retry`);
+      t.match(
+        r.stderr,
+        /^kb-export backup: backup failed: cannot write .*: ENOSPC: no space left on device.*; .* was left as it was\n$/,
+        `${how}: one line naming the error`,
+      );
+      t.ok(readFileSync(file).equals(old), `${how}: PATH byte for byte as before`);
+      t.same(readdirSync(dir).sort(), written.sort(), `${how}: no temporary file, nothing but the backups`);
+    }
+  },
+);

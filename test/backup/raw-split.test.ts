@@ -31,7 +31,11 @@ function split(format: 'json' | 'ndjson', pieces: Buffer[]) {
   return got;
 }
 
-const cuts = (body: Buffer) => [[body], [...body].map((b) => Buffer.from([b])), ...Array.from({ length: body.length - 1 }, (_, i) => [body.subarray(0, i + 1), body.subarray(i + 1)])];
+const cuts = (body: Buffer) => [
+  [body],
+  [...body].map((b) => Buffer.from([b])),
+  ...Array.from({ length: body.length - 1 }, (_, i) => [body.subarray(0, i + 1), body.subarray(i + 1)]),
+];
 
 for (const [what, format, text, r] of [
   ['a full JSON export', 'json', json(docs, null), []],
@@ -44,7 +48,8 @@ for (const [what, format, text, r] of [
     let same = true;
     for (const pieces of cuts(body)) {
       const got = split(format, pieces);
-      same &&= JSON.stringify(got) === JSON.stringify({ book: [book], documents: docs, removed: r, count: docs.length });
+      same &&=
+        JSON.stringify(got) === JSON.stringify({ book: [book], documents: docs, removed: r, count: docs.length });
     }
     t.ok(same, 'every cut gives the same parts');
     for (const at of [body.length - 1, body.length >> 1, 30]) {

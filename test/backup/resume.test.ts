@@ -40,7 +40,11 @@ async function direct(accept: string): Promise<Buffer> {
  * a rename, a document moved to the other end of the order, one deleted, one created. Stops after
  * `rounds` and disarms the cuts, so the delta the client asks for last sees every write.
  */
-function writeAtCuts(proxy: Awaited<ReturnType<typeof startTcpProxy>>, rounds: number, tag: string): { done: Promise<number> } {
+function writeAtCuts(
+  proxy: Awaited<ReturnType<typeof startTcpProxy>>,
+  rounds: number,
+  tag: string,
+): { done: Promise<number> } {
   const sql = db.sql;
   const done = (async () => {
     let seen = proxy.stats().cuts;
@@ -72,75 +76,119 @@ for (const [name, accept, decode] of [
   ['cut.json.gz', 'application/json', (b: Buffer) => zlib.gunzipSync(b)],
   ['cut.ndjson.gz', 'application/x-ndjson', (b: Buffer) => zlib.gunzipSync(b)],
 ] as const) {
-  t.test(`${name}: cut every ${CUT_BYTES} bytes while a writer changes documents, the backup is one snapshot's export`, async (t) => {
-    const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
-    const file = path.join(dir, name);
-    const format = accept === 'application/json' ? 'json' : 'ndjson';
-    const args = ['--server', `http://127.0.0.1:${proxy.port}`, '--book', 'kb', '--out', file, '--format', format];
-    // What one uncut backup moves over the same link, for the comparison below.
-    const whole = proxy.stats().bytesToClient;
-    t.equal((await runBackupCli(args)).code, 0);
-    const size = proxy.stats().bytesToClient - whole;
-    proxy.cutEvery(CUT_BYTES);
-    const writer = writeAtCuts(proxy, 3, name.replace(/\W/g, ''));
-    const before = proxy.stats().bytesToClient;
-    const run = await runBackupCli([...args, '--retries', '3']);
-    proxy.cutEvery(null);
-    t.equal(run.code, 0, run.stderr);
-    t.equal(await writer.done, 3, 'three rounds of writes, each at a cut');
-    t.match(run.stderr, /cut after \d+ documents .*resuming after document/, 'the progress says it resumed');
-    t.match(run.stderr, /resumed after \d+ cut\(s\), made one snapshot with a delta of \d+ changed or new and \d+ removed/);
-    const want = await direct(accept);
-    t.ok(decode(readFileSync(file)).equals(want), 'byte for byte the export of the snapshot after the last write');
-    const moved = proxy.stats().bytesToClient - before;
-    t.ok(moved < 1.5 * size, `${moved} bytes moved, against ${size} for an uncut backup (with ${run.stderr.match(/cut after/g)?.length ?? 0} cuts)`);
-    t.same(leftovers(), [], 'no spool or temporary file left');
-  });
+  t.test(
+    `${name}: cut every ${CUT_BYTES} bytes while a writer changes documents, the backup is one snapshot's export`,
+    async (t) => {
+      const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
+      const file = path.join(dir, name);
+      const format = accept === 'application/json' ? 'json' : 'ndjson';
+      const args = ['--server', `http://127.0.0.1:${proxy.port}`, '--book', 'kb', '--out', file, '--format', format];
+      // What one uncut backup moves over the same link, for the comparison below.
+      const whole = proxy.stats().bytesToClient;
+      t.equal((await runBackupCli(args)).code, 0);
+      const size = proxy.stats().bytesToClient - whole;
+      proxy.cutEvery(CUT_BYTES);
+      const writer = writeAtCuts(proxy, 3, name.replace(/\W/g, ''));
+      const before = proxy.stats().bytesToClient;
+      const run = await runBackupCli([...args, '--retries', '3']);
+      proxy.cutEvery(null);
+      t.equal(run.code, 0, run.stderr);
+      t.equal(await writer.done, 3, 'three rounds of writes, each at a cut');
+      t.match(run.stderr, /cut after \d+ documents .*resuming after document/, 'the progress says it resumed');
+      t.match(
+        run.stderr,
+        /resumed after \d+ cut\(s\), made one snapshot with a delta of \d+ changed or new and \d+ removed/,
+      );
+      const want = await direct(accept);
+      t.ok(decode(readFileSync(file)).equals(want), 'byte for byte the export of the snapshot after the last write');
+      const moved = proxy.stats().bytesToClient - before;
+      t.ok(
+        moved < 1.5 * size,
+        `${moved} bytes moved, against ${size} for an uncut backup (with ${run.stderr.match(/cut after/g)?.length ?? 0} cuts)`,
+      );
+      t.same(leftovers(), [], 'no spool or temporary file left');
+    },
+  );
 }
 
-t.test('a cut before any whole document starts again; cuts that each move the export on never run out of retries', async (t) => {
-  const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
-  const file = path.join(dir, 'early.json');
-  proxy.cutAfter(200);
-  const early = await runBackupCli(['--server', `http://127.0.0.1:${proxy.port}`, '--book', 'kb', '--out', file, '--retries', '1']);
-  t.equal(early.code, 0, early.stderr);
-  t.match(early.stderr, /attempt 1 failed/, 'nothing to keep: a plain retry');
-  t.ok(readFileSync(file).equals(await direct('application/json')));
+t.test(
+  'a cut before any whole document starts again; cuts that each move the export on never run out of retries',
+  async (t) => {
+    const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
+    const file = path.join(dir, 'early.json');
+    proxy.cutAfter(200);
+    const early = await runBackupCli([
+      '--server',
+      `http://127.0.0.1:${proxy.port}`,
+      '--book',
+      'kb',
+      '--out',
+      file,
+      '--retries',
+      '1',
+    ]);
+    t.equal(early.code, 0, early.stderr);
+    t.match(early.stderr, /attempt 1 failed/, 'nothing to keep: a plain retry');
+    t.ok(readFileSync(file).equals(await direct('application/json')));
 
-  // Above one batch's compressed flush (16 documents), so that every attempt brings whole documents.
-  proxy.cutEvery(40_000);
-  const many = await runBackupCli(['--server', `http://127.0.0.1:${proxy.port}`, '--book', 'kb', '--out', file, '--retries', '1']);
-  proxy.cutEvery(null);
-  t.equal(many.code, 0, `--retries 1, yet it finished: each cut moved the export forward\n${many.stderr}`);
-  t.ok((many.stderr.match(/cut after/g)?.length ?? 0) >= 2, `after ${many.stderr.match(/cut after/g)?.length ?? 0} cuts`);
-  t.ok(readFileSync(file).equals(await direct('application/json')));
-  t.same(leftovers(), []);
-});
+    // Above one batch's compressed flush (16 documents), so that every attempt brings whole documents.
+    proxy.cutEvery(40_000);
+    const many = await runBackupCli([
+      '--server',
+      `http://127.0.0.1:${proxy.port}`,
+      '--book',
+      'kb',
+      '--out',
+      file,
+      '--retries',
+      '1',
+    ]);
+    proxy.cutEvery(null);
+    t.equal(many.code, 0, `--retries 1, yet it finished: each cut moved the export forward\n${many.stderr}`);
+    t.ok(
+      (many.stderr.match(/cut after/g)?.length ?? 0) >= 2,
+      `after ${many.stderr.match(/cut after/g)?.length ?? 0} cuts`,
+    );
+    t.ok(readFileSync(file).equals(await direct('application/json')));
+    t.same(leftovers(), []);
+  },
+);
 
-t.test('with --incremental a resumed backup keeps the delta\'s token, and the next run merges from it; with --if-changed it keeps no ETag', async (t) => {
-  const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
-  const base = ['--server', `http://127.0.0.1:${proxy.port}`, '--book', 'kb'];
-  const inc = path.join(dir, 'inc.ndjson');
-  proxy.cutEvery(40_000);
-  const first = await runBackupCli([...base, '--out', inc, '--format', 'ndjson', '--incremental', '--retries', '2']);
-  proxy.cutEvery(null);
-  t.equal(first.code, 0, first.stderr);
-  t.match(first.stderr, /resumed after \d+ cut/);
-  t.ok(readFileSync(inc).equals(await direct('application/x-ndjson')));
-  await db.sql`UPDATE documents SET name = 'after the resumed backup' WHERE id = (SELECT id FROM documents WHERE book_id = 'b-kb' AND status = 1 ORDER BY order_key LIMIT 1)`;
-  const next = await runBackupCli([...base, '--out', inc, '--format', 'ndjson', '--incremental']);
-  t.equal(next.code, 0, next.stderr);
-  t.match(next.stderr, /merged .*from a delta of 1 changed or new and 0 removed/, 'the token the resumed backup kept answers the next delta');
-  t.ok(readFileSync(inc).equals(await direct('application/x-ndjson')));
+t.test(
+  "with --incremental a resumed backup keeps the delta's token, and the next run merges from it; with --if-changed it keeps no ETag",
+  async (t) => {
+    const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
+    const base = ['--server', `http://127.0.0.1:${proxy.port}`, '--book', 'kb'];
+    const inc = path.join(dir, 'inc.ndjson');
+    proxy.cutEvery(40_000);
+    const first = await runBackupCli([...base, '--out', inc, '--format', 'ndjson', '--incremental', '--retries', '2']);
+    proxy.cutEvery(null);
+    t.equal(first.code, 0, first.stderr);
+    t.match(first.stderr, /resumed after \d+ cut/);
+    t.ok(readFileSync(inc).equals(await direct('application/x-ndjson')));
+    await db.sql`UPDATE documents SET name = 'after the resumed backup' WHERE id = (SELECT id FROM documents WHERE book_id = 'b-kb' AND status = 1 ORDER BY order_key LIMIT 1)`;
+    const next = await runBackupCli([...base, '--out', inc, '--format', 'ndjson', '--incremental']);
+    t.equal(next.code, 0, next.stderr);
+    t.match(
+      next.stderr,
+      /merged .*from a delta of 1 changed or new and 0 removed/,
+      'the token the resumed backup kept answers the next delta',
+    );
+    t.ok(readFileSync(inc).equals(await direct('application/x-ndjson')));
 
-  const etagged = path.join(dir, 'etagged.json');
-  proxy.cutEvery(40_000);
-  const cut = await runBackupCli([...base, '--out', etagged, '--if-changed', '--retries', '2']);
-  proxy.cutEvery(null);
-  t.equal(cut.code, 0, cut.stderr);
-  t.match(cut.stderr, /resumed after \d+ cut/);
-  const again = await runBackupCli([...base, '--out', etagged, '--if-changed']);
-  t.match(again.stderr, /wrote .*etagged\.json/, 'no ETag was kept for a resumed file: the next run downloads it whole');
-  t.ok(readFileSync(etagged).equals(await direct('application/json')));
-  t.same(leftovers(), []);
-});
+    const etagged = path.join(dir, 'etagged.json');
+    proxy.cutEvery(40_000);
+    const cut = await runBackupCli([...base, '--out', etagged, '--if-changed', '--retries', '2']);
+    proxy.cutEvery(null);
+    t.equal(cut.code, 0, cut.stderr);
+    t.match(cut.stderr, /resumed after \d+ cut/);
+    const again = await runBackupCli([...base, '--out', etagged, '--if-changed']);
+    t.match(
+      again.stderr,
+      /wrote .*etagged\.json/,
+      'no ETag was kept for a resumed file: the next run downloads it whole',
+    );
+    t.ok(readFileSync(etagged).equals(await direct('application/json')));
+    t.same(leftovers(), []);
+  },
+);

@@ -59,12 +59,16 @@ t.test('many runs: merged in order, duplicates across runs dropped, the first ke
 
 t.test('property: any records, any run size, the same as sorting in memory', async (t) => {
   await fc.assert(
-    fc.asyncProperty(fc.array(fc.record({ k: fc.string({ maxLength: 6 }), v: fc.nat() }), { maxLength: 300 }), fc.integer({ min: 1, max: 40 }), async (raw, run) => {
-      const records = raw.map((r, i) => ({ k: r.k, v: i }));
-      const { out } = await through(records, run);
-      t.same(out, expected(records));
-      return true;
-    }),
+    fc.asyncProperty(
+      fc.array(fc.record({ k: fc.string({ maxLength: 6 }), v: fc.nat() }), { maxLength: 300 }),
+      fc.integer({ min: 1, max: 40 }),
+      async (raw, run) => {
+        const records = raw.map((r, i) => ({ k: r.k, v: i }));
+        const { out } = await through(records, run);
+        t.same(out, expected(records));
+        return true;
+      },
+    ),
     { numRuns: 60 },
   );
 });

@@ -6,7 +6,18 @@
  * file, a manifest edited (a hash, an entry removed, the document count) or missing, PATH.sha256
  * edited. A folder moved elsewhere verifies with --media-dir; usage errors exit 2.
  */
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  truncateSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
@@ -23,7 +34,11 @@ const db = await createTestDatabase(t);
 await seed(
   db.sql,
   simpleSeed([
-    doc('d1', 'a1', { contentStr: 'plain text to flip a byte in', contentHtml: '<img src="img/a.png"><img srcset="img/b.png 1x, img/c.png 2x">', cover: { url: 'covers/d1.jpg' } }),
+    doc('d1', 'a1', {
+      contentStr: 'plain text to flip a byte in',
+      contentHtml: '<img src="img/a.png"><img srcset="img/b.png 1x, img/c.png 2x">',
+      cover: { url: 'covers/d1.jpg' },
+    }),
     doc('d2', 'a2', { contentHtml: '<a download href="files/notes.txt">notes</a><img src="img/a.png">' }),
   ]),
 );
@@ -33,29 +48,58 @@ const root = mkdtempSync(path.join(os.tmpdir(), 'kbx-verify-'));
 t.teardown(() => rmSync(root, { recursive: true, force: true }));
 const made = path.join(root, 'made');
 mkdirSync(made);
-const first = await runBackupCli(['--server', server.url, '--book', 'kb', '--out', path.join(made, 'kb.json'), '--media-dir', path.join(made, 'media')]);
+const first = await runBackupCli([
+  '--server',
+  server.url,
+  '--book',
+  'kb',
+  '--out',
+  path.join(made, 'kb.json'),
+  '--media-dir',
+  path.join(made, 'media'),
+]);
 if (first.code !== 0) throw new Error(`the backup failed: ${first.stderr}`);
 
 let copies = 0;
 /** A fresh copy of the backup's folder, damaged by `damage`; resolves with verify's exit code and problem lines. */
-async function verifyAfter(damage: (folder: string) => void, more: string[] = []): Promise<{ code: number; problems: string[]; stderr: string }> {
+async function verifyAfter(
+  damage: (folder: string) => void,
+  more: string[] = [],
+): Promise<{ code: number; problems: string[]; stderr: string }> {
   const folder = path.join(root, `copy-${++copies}`);
   cpSync(made, folder, { recursive: true, verbatimSymlinks: true });
   damage(folder);
   const r = await runCli(['verify', path.join(folder, 'kb.json'), ...more]);
-  return { code: r.code, problems: r.stdout.toString().split('\n').filter((l) => l !== ''), stderr: r.stderr };
+  return {
+    code: r.code,
+    problems: r.stdout
+      .toString()
+      .split('\n')
+      .filter((l) => l !== ''),
+    stderr: r.stderr,
+  };
 }
 
-const editJson = (file: string, edit: (text: string) => string) => writeFileSync(file, edit(readFileSync(file, 'utf8')));
+const editJson = (file: string, edit: (text: string) => string) =>
+  writeFileSync(file, edit(readFileSync(file, 'utf8')));
 
 t.test('a fresh backup verifies', async (t) => {
   const r = await verifyAfter(() => {});
   t.equal(r.code, 0, r.stderr);
   t.same(r.problems, []);
-  t.match(r.stderr, /^verified .*kb\.json: 2 documents, 5 media files \(15000 bytes\) in .*media, 0 listed as missing\n$/);
-  const manifest = JSON.parse(readFileSync(path.join(made, 'kb.json.manifest.json'), 'utf8')) as { mediaPrefix: string; media: { url: string }[] };
+  t.match(
+    r.stderr,
+    /^verified .*kb\.json: 2 documents, 5 media files \(15000 bytes\) in .*media, 0 listed as missing\n$/,
+  );
+  const manifest = JSON.parse(readFileSync(path.join(made, 'kb.json.manifest.json'), 'utf8')) as {
+    mediaPrefix: string;
+    media: { url: string }[];
+  };
   t.equal(manifest.mediaPrefix, `${mediaHost.base}/m/`, 'an absolute prefix');
-  t.ok(manifest.media.every((e) => e.url.startsWith(`${mediaHost.base}/m/`)), 'its URLs used as they are');
+  t.ok(
+    manifest.media.every((e) => e.url.startsWith(`${mediaHost.base}/m/`)),
+    'its URLs used as they are',
+  );
 });
 
 t.test('a flipped byte in the export', async (t) => {
@@ -81,21 +125,37 @@ t.test('a media file truncated, changed, missing, or a link in its place', async
     symlinkSync(path.join(made, 'media/files/notes.txt'), path.join(f, 'media/files/notes.txt'));
   });
   t.equal(r.code, 1);
-  t.match(r.problems, [/notes\.txt: files\/notes\.txt is a symbolic link/, /img\/a\.png: 100 bytes, the manifest says 3000$/, /img\/b\.png: SHA-256 [0-9a-f]{64}, the manifest says/, /img\/c\.png: missing$/]);
+  t.match(r.problems, [
+    /notes\.txt: files\/notes\.txt is a symbolic link/,
+    /img\/a\.png: 100 bytes, the manifest says 3000$/,
+    /img\/b\.png: SHA-256 [0-9a-f]{64}, the manifest says/,
+    /img\/c\.png: missing$/,
+  ]);
 });
 
 t.test('an edited manifest', async (t) => {
-  const hash = await verifyAfter((f) => editJson(path.join(f, 'kb.json.manifest.json'), (s) => s.replace(/("path":"img\/a\.png".*?"sha256":")[0-9a-f]/, '$1x'.replace('x', '0'))));
+  const hash = await verifyAfter((f) =>
+    editJson(path.join(f, 'kb.json.manifest.json'), (s) =>
+      s.replace(/("path":"img\/a\.png".*?"sha256":")[0-9a-f]/, '$1x'.replace('x', '0')),
+    ),
+  );
   t.equal(hash.code, 1);
   t.match(hash.problems.join('\n'), /img\/a\.png: SHA-256 [0-9a-f]{64}, the manifest says 0/);
   t.match(hash.problems.join('\n'), /kb\.json\.sha256: line \d+ is not what the manifest says/);
 
-  const dropped = await verifyAfter((f) => editJson(path.join(f, 'kb.json.manifest.json'), (s) => s.replace(/\n\{"path":"img\/b\.png"[^\n]*,/, '')));
+  const dropped = await verifyAfter((f) =>
+    editJson(path.join(f, 'kb.json.manifest.json'), (s) => s.replace(/\n\{"path":"img\/b\.png"[^\n]*,/, '')),
+  );
   t.equal(dropped.code, 1);
-  t.match(dropped.problems.join('\n'), /\/m\/img\/b\.png: a media URL of the export that .*kb\.json\.manifest\.json does not list/);
+  t.match(
+    dropped.problems.join('\n'),
+    /\/m\/img\/b\.png: a media URL of the export that .*kb\.json\.manifest\.json does not list/,
+  );
   t.match(dropped.problems.join('\n'), /its summary .* is not what its media list holds/);
 
-  const count = await verifyAfter((f) => editJson(path.join(f, 'kb.json.manifest.json'), (s) => s.replace('"documents":2', '"documents":3')));
+  const count = await verifyAfter((f) =>
+    editJson(path.join(f, 'kb.json.manifest.json'), (s) => s.replace('"documents":2', '"documents":3')),
+  );
   t.match(count.problems, [/kb\.json: 2 documents, the manifest says 3/]);
 
   const broken = await verifyAfter((f) => editJson(path.join(f, 'kb.json.manifest.json'), (s) => s.slice(0, 100)));
@@ -108,7 +168,9 @@ t.test('an edited manifest', async (t) => {
 });
 
 t.test('an edited PATH.sha256', async (t) => {
-  const r = await verifyAfter((f) => editJson(path.join(f, 'kb.json.sha256'), (s) => s.replace('media/img/b.png', 'media/img/B.png')));
+  const r = await verifyAfter((f) =>
+    editJson(path.join(f, 'kb.json.sha256'), (s) => s.replace('media/img/b.png', 'media/img/B.png')),
+  );
   t.equal(r.code, 1);
   t.match(r.problems, [/kb\.json\.sha256: line \d+ is not what the manifest says/]);
 });

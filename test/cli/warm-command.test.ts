@@ -20,7 +20,9 @@ await seedGeneratedBooks(db.sql, [{ slug: 'kb', documents: 60, paragraphs: 2, se
 const config = loadConfig({ DATABASE_URL: db.url, REWRITE_WORKERS: '0' });
 
 async function exportBody(server: TestServer): Promise<Buffer> {
-  const res = await request(`${server.url}/api/v1/open/books/kb/docs?excludeCategories=false`, { headers: { authorization: 'Bearer kbx_u1' } });
+  const res = await request(`${server.url}/api/v1/open/books/kb/docs?excludeCategories=false`, {
+    headers: { authorization: 'Bearer kbx_u1' },
+  });
   const body = Buffer.from(await res.body.arrayBuffer());
   if (res.statusCode !== 200) throw new Error(`export: ${res.statusCode} ${body.subarray(0, 200).toString()}`);
   return body;
@@ -36,7 +38,11 @@ t.test('plans computed ahead: the first export parses nothing and exports the sa
   t.equal(row!.n, first.computed, 'stored');
 
   const again = await warmPlans(config, db.sql, { book: 'kb' });
-  t.same({ computed: again.computed, current: again.current, written: again.written }, { computed: 0, current: first.computed, written: 0 }, 'a second warm finds every plan current');
+  t.same(
+    { computed: again.computed, current: again.current, written: again.written },
+    { computed: 0, current: first.computed, written: 0 },
+    'a second warm finds every plan current',
+  );
 
   const reference = await startServer(t, { EXPORT_CACHE_BYTES: '0', REWRITE_PLANS: 'false' }, db);
   const server = await startServer(t, { EXPORT_CACHE_BYTES: '0', REWRITE_WORKERS: '0' }, db);
@@ -51,7 +57,9 @@ t.test('plans computed ahead: the first export parses nothing and exports the sa
 t.test('unknown and ambiguous knowledge bases are refused', async (t) => {
   await t.rejects(warmPlans(config, db.sql, { book: 'nope' }), { message: 'no knowledge base with slug "nope"' });
   await seed(db.sql, simpleSeed([], { user: 'u2', slug: 'kb', bookId: 'b-u2-kb' }));
-  await t.rejects(warmPlans(config, db.sql, { book: 'kb' }), { message: /2 users have a knowledge base "kb": name one with --owner/ });
+  await t.rejects(warmPlans(config, db.sql, { book: 'kb' }), {
+    message: /2 users have a knowledge base "kb": name one with --owner/,
+  });
   const s = await warmPlans(config, db.sql, { book: 'kb', owner: 'u2' });
   t.equal(s.documents, 0, 'with --owner, that one (empty)');
 });
@@ -59,13 +67,19 @@ t.test('unknown and ambiguous knowledge bases are refused', async (t) => {
 t.test('the CLI prints what it did, and names --book when it is missing', async (t) => {
   const run = (args: string[]) =>
     new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
-      execFile(...untracked([process.execPath, CLI, ...args]), { env: { ...process.env, DATABASE_URL: db.url, REWRITE_WORKERS: '0' }, timeout: 60_000 }, (err, stdout, stderr) =>
-        resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
+      execFile(
+        ...untracked([process.execPath, CLI, ...args]),
+        { env: { ...process.env, DATABASE_URL: db.url, REWRITE_WORKERS: '0' }, timeout: 60_000 },
+        (err, stdout, stderr) =>
+          resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
       ),
     );
   const ok = await run(['warm', '--book', 'kb', '--owner', 'u1']);
   t.equal(ok.code, 0, ok.stderr);
-  t.match(ok.stdout, /warmed "kb" under media proxy prefix \/media\/: \d+ documents, \d+ plans already current, 0 computed, 0 written/);
+  t.match(
+    ok.stdout,
+    /warmed "kb" under media proxy prefix \/media\/: \d+ documents, \d+ plans already current, 0 computed, 0 written/,
+  );
   const usage = await run(['warm']);
   t.equal(usage.code, 2, 'a usage error');
   t.match(usage.stderr, /--book/);

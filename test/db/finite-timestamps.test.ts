@@ -23,8 +23,14 @@ t.test('a non-finite timestamp is refused by the constraint, in an insert or an 
     { code: '23514', constraint_name: 'documents_timestamps_finite' },
   );
   await sql`INSERT INTO documents (id, book_id, slug, name, type, order_key, status) VALUES ('d', 'b', 'd', 'd', 'document', 'a0', 1)`;
-  await t.rejects(sql`UPDATE documents SET updated_at = 'infinity'`, { code: '23514', constraint_name: 'documents_timestamps_finite' });
-  await t.rejects(sql`UPDATE books SET created_at = '-infinity'`, { code: '23514', constraint_name: 'books_timestamps_finite' });
+  await t.rejects(sql`UPDATE documents SET updated_at = 'infinity'`, {
+    code: '23514',
+    constraint_name: 'documents_timestamps_finite',
+  });
+  await t.rejects(sql`UPDATE books SET created_at = '-infinity'`, {
+    code: '23514',
+    constraint_name: 'books_timestamps_finite',
+  });
   const [row] = await sql<{ n: number }[]>`
     SELECT count(*)::int AS n FROM documents WHERE isfinite(created_at) AND isfinite(updated_at)`;
   t.equal(row!.n, 1, 'the finite row is there, unchanged');

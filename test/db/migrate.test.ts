@@ -7,7 +7,10 @@ t.test('migrations apply once, are recorded, and a second run applies nothing', 
   const first = await migrate(db.sql);
   t.ok(first.includes('0001_init.sql'));
   const recorded = await db.sql`SELECT name FROM schema_migrations ORDER BY name`;
-  t.same(recorded.map((r) => r.name), first);
+  t.same(
+    recorded.map((r) => r.name),
+    first,
+  );
   t.same(await migrate(db.sql), []);
 });
 

@@ -25,7 +25,10 @@ t.test('missing folders above are created, only writable by us; the last name is
   await ensureSafeParents(dataDir);
   for (const p of [top, path.join(top, 'a'), path.join(top, 'a', 'b')]) {
     const st = await fs.lstat(p);
-    t.ok(st.isDirectory() && st.uid === process.getuid!() && (st.mode & 0o022) === 0, `${p} is ours, mode ${(st.mode & 0o777).toString(8)}`);
+    t.ok(
+      st.isDirectory() && st.uid === process.getuid!() && (st.mode & 0o022) === 0,
+      `${p} is ours, mode ${(st.mode & 0o777).toString(8)}`,
+    );
   }
   await t.rejects(fs.lstat(dataDir), { code: 'ENOENT' });
   await ensureSafeParents(dataDir);
@@ -45,7 +48,11 @@ t.test('a sticky folder open to all (as /tmp) is accepted; one writable by its g
     name: 'UnsafePathError',
     message: `refusing to use ${path.join(top, 'group')}: its mode is 0770; a folder above ${path.join(top, 'group', 'x', 'data')} must not be writable by group or others unless it is sticky (as /tmp is)`,
   });
-  await t.rejects(fs.lstat(path.join(top, 'group', 'x')), { code: 'ENOENT' }, 'nothing is created below a folder that fails');
+  await t.rejects(
+    fs.lstat(path.join(top, 'group', 'x')),
+    { code: 'ENOENT' },
+    'nothing is created below a folder that fails',
+  );
 });
 
 t.test('links on the way are followed, and the folders they lead to are checked too', async (t) => {
@@ -58,7 +65,10 @@ t.test('links on the way are followed, and the folders they lead to are checked 
   await fs.symlink('../real/open', path.join(top, 'real', 'to-open'));
 
   await ensureSafeParents(path.join(top, 'to-fine', 'new', 'data'));
-  t.ok((await fs.lstat(path.join(top, 'real', 'fine', 'new'))).isDirectory(), 'a missing folder is made where the link leads');
+  t.ok(
+    (await fs.lstat(path.join(top, 'real', 'fine', 'new'))).isDirectory(),
+    'a missing folder is made where the link leads',
+  );
 
   const through = path.join(top, 'real', 'to-open', 'data');
   await t.rejects(ensureSafeParents(through), {
@@ -81,8 +91,12 @@ t.test('a file is checked on the handle it is read from; a FIFO is refused, not 
   });
   const fifo = path.join(top, 'fifo');
   t.equal(spawnSync('mkfifo', ['-m', '600', fifo]).status, 0);
-  await t.rejects(openOwnedFile(fifo, process.getuid!(), PRIVATE), { message: `refusing to use ${fifo}: it is not a file` });
+  await t.rejects(openOwnedFile(fifo, process.getuid!(), PRIVATE), {
+    message: `refusing to use ${fifo}: it is not a file`,
+  });
   const link = path.join(top, 'link');
   await fs.symlink(file, link);
-  await t.rejects(openOwnedFile(link, process.getuid!(), PRIVATE), { message: `refusing to use ${link}: it is a symbolic link` });
+  await t.rejects(openOwnedFile(link, process.getuid!(), PRIVATE), {
+    message: `refusing to use ${link}: it is a symbolic link`,
+  });
 });

@@ -37,8 +37,13 @@ async function runCli(proxy: TcpProxy, args: string[], during: () => Promise<voi
   const child = new Promise<CliRun>((resolve) =>
     execFile(
       ...untracked([process.execPath, CLI, ...args]),
-      { env: { ...process.env, DATABASE_URL: proxy.urlFor(db.url), REWRITE_WORKERS: '0' }, timeout: 120_000, maxBuffer: 1 << 20 },
-      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
+      {
+        env: { ...process.env, DATABASE_URL: proxy.urlFor(db.url), REWRITE_WORKERS: '0' },
+        timeout: 120_000,
+        maxBuffer: 1 << 20,
+      },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
     ),
   );
   await during();
@@ -48,39 +53,46 @@ async function runCli(proxy: TcpProxy, args: string[], during: () => Promise<voi
 /** Whether a CLI's stderr is the one plain line of a lost connection, no stack trace. */
 function assertLostConnectionLine(t: Test, run: CliRun, what: string): void {
   t.equal(run.code, 1, `${what}: exit code 1 (stderr: ${run.stderr.slice(0, 300)})`);
-  t.match(run.stderr, /^kb-export: lost the connection to PostgreSQL \(.+\); what was not committed was discarded\n$/, `${what}: one line that says so`);
+  t.match(
+    run.stderr,
+    /^kb-export: lost the connection to PostgreSQL \(.+\); what was not committed was discarded\n$/,
+    `${what}: one line that says so`,
+  );
   t.notMatch(run.stderr, /TypeError|\n\s+at /, `${what}: no crash, no stack trace`);
 }
 
 async function waitFor(cond: () => boolean, what: string, pollMs = 50): Promise<void> {
-  for (const end = Date.now() + 60_000; !cond(); ) {
+  for (const end = Date.now() + 60_000; !cond();) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await sleep(pollMs);
   }
 }
 
-t.test('in-process: a cut mid-transaction rejects with the connection error, sends nothing more, and the process lives on', async (t) => {
-  const proxy = await startTcpProxy(t, targetOf(db.url));
-  const sql = connect(proxy.urlFor(db.url), { max: 1, applicationName: 'kbx-test-cut', fetchTypes: false });
-  t.teardown(() => sql.end({ timeout: 1 }));
-  let reachedAfterCut = false;
-  const result = inTransaction(sql, async (tx) => {
-    await tx`CREATE TEMP TABLE cut_probe (n int)`;
-    proxy.cutAll();
-    await tx`INSERT INTO cut_probe VALUES (1)`;
-    reachedAfterCut = true;
-  });
-  const err = await result.then(
-    () => null,
-    (e: unknown) => e,
-  );
-  t.ok(isConnectionLost(err), `rejected with the lost connection: ${(err as Error)?.message}`);
-  t.notOk(reachedAfterCut, 'the work stopped at the cut');
-  // postgres.js wrote its ROLLBACK from a setImmediate: give a crash every chance to happen.
-  await sleep(500);
-  t.equal(await sessionsLeft('kbx-test-cut'), 0, 'PostgreSQL ended the session (and discarded its transaction)');
-  t.equal((await sql`SELECT 1 AS one`)[0]!.one, 1, 'the pool reconnects for the next query');
-});
+t.test(
+  'in-process: a cut mid-transaction rejects with the connection error, sends nothing more, and the process lives on',
+  async (t) => {
+    const proxy = await startTcpProxy(t, targetOf(db.url));
+    const sql = connect(proxy.urlFor(db.url), { max: 1, applicationName: 'kbx-test-cut', fetchTypes: false });
+    t.teardown(() => sql.end({ timeout: 1 }));
+    let reachedAfterCut = false;
+    const result = inTransaction(sql, async (tx) => {
+      await tx`CREATE TEMP TABLE cut_probe (n int)`;
+      proxy.cutAll();
+      await tx`INSERT INTO cut_probe VALUES (1)`;
+      reachedAfterCut = true;
+    });
+    const err = await result.then(
+      () => null,
+      (e: unknown) => e,
+    );
+    t.ok(isConnectionLost(err), `rejected with the lost connection: ${(err as Error)?.message}`);
+    t.notOk(reachedAfterCut, 'the work stopped at the cut');
+    // postgres.js wrote its ROLLBACK from a setImmediate: give a crash every chance to happen.
+    await sleep(500);
+    t.equal(await sessionsLeft('kbx-test-cut'), 0, 'PostgreSQL ended the session (and discarded its transaction)');
+    t.equal((await sql`SELECT 1 AS one`)[0]!.one, 1, 'the pool reconnects for the next query');
+  },
+);
 
 t.test('in-process: any other failure rolls back on the live connection, as begin() does', async (t) => {
   await db.sql`CREATE TABLE IF NOT EXISTS rollback_probe (n int)`;
@@ -93,7 +105,9 @@ t.test('in-process: any other failure rolls back on the live connection, as begi
     failure,
   );
   t.equal((await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM rollback_probe`)[0]!.n, 0, 'rolled back');
-  const n = await inTransaction(db.sql, async (tx) => (await tx<{ n: number }[]>`SELECT 2 AS n`)[0]!.n, { mode: 'READ ONLY' });
+  const n = await inTransaction(db.sql, async (tx) => (await tx<{ n: number }[]>`SELECT 2 AS n`)[0]!.n, {
+    mode: 'READ ONLY',
+  });
   t.equal(n, 2, 'a transaction that succeeds returns its result');
 });
 
@@ -115,7 +129,10 @@ t.test('kb-export load: a link cut mid-load ends with one line, nothing loaded, 
     contentHtml: `<p>${text}</p>`,
   }));
   const user = { id: 'u-cut', name: 'Cut', apiKeys: [{ id: 'k-cut', key: 'kbx_cut' }] };
-  await writeFile(file, JSON.stringify({ users: [user], books: [{ id: 'b-cut', ownerId: 'u-cut', slug: 'cut', name: 'Cut', documents }] }));
+  await writeFile(
+    file,
+    JSON.stringify({ users: [user], books: [{ id: 'b-cut', ownerId: 'u-cut', slug: 'cut', name: 'Cut', documents }] }),
+  );
   const proxy = await startTcpProxy(t, targetOf(db.url));
   const seedBytes = (await stat(file)).size;
   t.ok(seedBytes > 15 * 1024 * 1024, `a seed file of ${seedBytes} bytes`);

@@ -23,7 +23,12 @@ const primary = postgres(pair.primary.url, { max: 4, onnotice: () => {} });
 t.teardown(() => primary.end({ timeout: 1 }));
 await migrate(primary);
 await seed(primary, simpleSeed([doc('d1', 'a1'), doc('d2', 'a2')]));
-const tokens = new ChangeTokens({ secret: await loadChangeTokenSecret(primary), retentionDays: 30, mediaProxyPrefix: '/media/', outputFormat: '1' });
+const tokens = new ChangeTokens({
+  secret: await loadChangeTokenSecret(primary),
+  retentionDays: 30,
+  mediaProxyPrefix: '/media/',
+  outputFormat: '1',
+});
 
 /** The change state and the changed ids since `since` (when given), in one snapshot of `node`. */
 async function readOn(node: PgNode, since?: ChangeSince): Promise<{ state: ChangeState; changed: string[] }> {
@@ -31,7 +36,9 @@ async function readOn(node: PgNode, since?: ChangeSince): Promise<{ state: Chang
     sql.begin('ISOLATION LEVEL REPEATABLE READ READ ONLY', async (tx) => {
       const state = await readChangeState((text, params) => tx.unsafe(text, params) as never, BOOK);
       if (since === undefined) return { state, changed: [] };
-      const rows = (await tx.unsafe(changedDocumentQuery(OPTS), [BOOK, ...sinceParams(since)]).raw()) as unknown as DocumentRow[];
+      const rows = (await tx
+        .unsafe(changedDocumentQuery(OPTS), [BOOK, ...sinceParams(since)])
+        .raw()) as unknown as DocumentRow[];
       return { state, changed: rows.map(documentIdOf) };
     }),
   );
@@ -56,7 +63,10 @@ t.test('a token taken on the standby while a writer runs still sees that writer 
   t.equal(state.inRecovery, true);
   const [xmin, xmax, xip] = state.snapshot.split(':');
   t.equal(xip, '', "the standby's pg_current_snapshot() lists no running transaction");
-  t.ok(BigInt(xmin!) <= BigInt(x) && BigInt(x) < BigInt(xmax!), `although the slow writer ${x} runs within ${state.snapshot}`);
+  t.ok(
+    BigInt(xmin!) <= BigInt(x) && BigInt(x) < BigInt(xmax!),
+    `although the slow writer ${x} runs within ${state.snapshot}`,
+  );
   const token = tokens.issue(state, OPTS);
 
   await slow`UPDATE documents SET name = 'late' WHERE id = 'd1'`;
@@ -66,8 +76,16 @@ t.test('a token taken on the standby while a writer runs still sees that writer 
   const since = tokens.accept(token, later.state, OPTS);
   t.equal(since.snapshot, `${xmin}:${xmin}:`, 'unseen from xmin on…');
   t.notMatch(since.visible, new RegExp(`\\b${x}\\b`), '…but for the writers it saw, which the slow one is not');
-  t.same((await readOn(pair.standby, since)).changed, ['d1'], 'the slow writer is in the delta read on the standby, and the fast one it saw is not');
-  t.same((await readOn(pair.standby, { snapshot: state.snapshot, visible: '{}' })).changed, [], 'the raw standby snapshot would have lost it for good');
+  t.same(
+    (await readOn(pair.standby, since)).changed,
+    ['d1'],
+    'the slow writer is in the delta read on the standby, and the fast one it saw is not',
+  );
+  t.same(
+    (await readOn(pair.standby, { snapshot: state.snapshot, visible: '{}' })).changed,
+    [],
+    'the raw standby snapshot would have lost it for good',
+  );
   const onPrimary = await readOn(pair.primary);
   t.same(tokens.accept(token, onPrimary.state, OPTS), since, 'the primary reads the token the same way');
   t.same((await readOn(pair.primary, since)).changed, ['d1'], 'and gives the same delta');
@@ -86,7 +104,10 @@ t.test('a standby behind the token passes it on, never a 410; once it caught up,
   } catch (err) {
     refused = err;
   }
-  t.ok(refused instanceof StandbyBehindTokenError, 'the standby has not replayed what the token saw: the primary answers');
+  t.ok(
+    refused instanceof StandbyBehindTokenError,
+    'the standby has not replayed what the token saw: the primary answers',
+  );
   await pair.resumeReplay();
   await replayed();
   await primary`UPDATE documents SET name = 'after' WHERE id = 'd1'`;

@@ -61,8 +61,15 @@ t.test('a token is URL-safe and opaque, and gives back the snapshot it was issue
   t.match(token, /^[A-Za-z0-9_-]+$/, 'base64url: no escaping in a query string or a header');
   t.ok(token.length < 120, `short (${token.length} characters)`);
   t.notMatch(Buffer.from(token, 'base64url').toString('latin1'), /b-1|media|1000/, 'names nothing in clear');
-  t.same(tokens.accept(token, state({ snapshot: '1005:1020:1005,1012', nowS: 1_800_000_100 }), OPTS), since('1000:1010:1002,1005'));
-  t.same(tokens.accept(token, state({ snapshot: '1005:1020:1005,1012' }), { ...OPTS }), since('1000:1010:1002,1005'), 'the same options, another object');
+  t.same(
+    tokens.accept(token, state({ snapshot: '1005:1020:1005,1012', nowS: 1_800_000_100 }), OPTS),
+    since('1000:1010:1002,1005'),
+  );
+  t.same(
+    tokens.accept(token, state({ snapshot: '1005:1020:1005,1012' }), { ...OPTS }),
+    since('1000:1010:1002,1005'),
+    'the same options, another object',
+  );
 });
 
 t.test('any pg_snapshot survives the round trip, exactly, and no token outgrows MAX_TOKEN_CHARS', async (t) => {
@@ -99,11 +106,23 @@ t.test('a long running list: the visible writers of the book instead, when they 
   const token = tokens.issue(state({ snapshot, visible }), OPTS);
   t.ok(token.length < 150, `${token.length} characters for 3,000 running transactions`);
   const later = state({ snapshot: '110000:110000:' });
-  t.same(tokens.accept(token, later, OPTS), since('100000:100000:', '{100001,100004,109000}'), 'unseen: from xmin on, but for the listed ones');
-  t.same(tokens.accept(tokens.issue(state(), OPTS), later, OPTS), since('1000:1010:1002,1005'), 'a short running list is kept as it is');
+  t.same(
+    tokens.accept(token, later, OPTS),
+    since('100000:100000:', '{100001,100004,109000}'),
+    'unseen: from xmin on, but for the listed ones',
+  );
+  t.same(
+    tokens.accept(tokens.issue(state(), OPTS), later, OPTS),
+    since('1000:1010:1002,1005'),
+    'a short running list is kept as it is',
+  );
   const many = Array.from({ length: 1025 }, (_, i) => 100_001n + 3n * BigInt(i));
   const horizon = tokens.issue(state({ snapshot, visible: many }), OPTS);
-  t.same(tokens.accept(horizon, later, OPTS), since('100000:100000:'), 'more writers than VISIBLE_MAX: the horizon, a superset');
+  t.same(
+    tokens.accept(horizon, later, OPTS),
+    since('100000:100000:'),
+    'more writers than VISIBLE_MAX: the horizon, a superset',
+  );
   t.ok(horizon.length < 150);
 });
 
@@ -112,8 +131,16 @@ t.test('a token issued on a standby names the writers it saw, so its delta is ex
   // The standby's pg_current_snapshot() lists nothing between xmin and xmax, running or not.
   const token = tokens.issue(state({ snapshot: '1000:1010:', inRecovery: true, visible: [1003n, 1007n] }), OPTS);
   const expected = since('1000:1000:', '{1003,1007}');
-  t.same(tokens.accept(token, state({ snapshot: '1010:1020:', inRecovery: true }), OPTS), expected, 'answered on a standby that finished everything below 1010');
-  t.same(tokens.accept(token, state({ snapshot: '1004:1020:1004,1012' }), OPTS), expected, 'the same on the primary: the same delta bytes (D12.7)');
+  t.same(
+    tokens.accept(token, state({ snapshot: '1010:1020:', inRecovery: true }), OPTS),
+    expected,
+    'answered on a standby that finished everything below 1010',
+  );
+  t.same(
+    tokens.accept(token, state({ snapshot: '1004:1020:1004,1012' }), OPTS),
+    expected,
+    'the same on the primary: the same delta bytes (D12.7)',
+  );
   t.same(
     tokens.accept(tokens.issue(state({ snapshot: '1000:1010:', inRecovery: true, visible: [] }), OPTS), state(), OPTS),
     since('1000:1000:', '{}'),
@@ -134,26 +161,49 @@ t.test('a standby that has not finished what the token saw passes it on, never a
   };
   const lagging = behind(state({ snapshot: '1009:1030:', inRecovery: true }));
   t.ok(lagging instanceof StandbyBehindTokenError, 'xmin 1009 < xmax 1010: 1009 may not have finished there');
-  t.ok(lagging instanceof DependencyError && lagging.dependency === 'replica', "a replica's outage: the request reads the primary");
+  t.ok(
+    lagging instanceof DependencyError && lagging.dependency === 'replica',
+    "a replica's outage: the request reads the primary",
+  );
   t.notOk(lagging instanceof ApiError, 'no status of its own');
-  t.same(tokens.accept(primary, state({ snapshot: '1010:1030:', inRecovery: true }), OPTS), since('1000:1010:1002,1005'), 'caught up: the exact delta');
-  t.match(behind(state({ snapshot: '1010:1030:', inRecovery: true, timeline: 2 })), { name: 'StandbyBehindTokenError', message: /timeline 2/ }, 'another timeline: the primary decides');
+  t.same(
+    tokens.accept(primary, state({ snapshot: '1010:1030:', inRecovery: true }), OPTS),
+    since('1000:1010:1002,1005'),
+    'caught up: the exact delta',
+  );
+  t.match(
+    behind(state({ snapshot: '1010:1030:', inRecovery: true, timeline: 2 })),
+    { name: 'StandbyBehindTokenError', message: /timeline 2/ },
+    'another timeline: the primary decides',
+  );
   t.equal(tokens.answerableAbove(primary, '1009'), false);
   t.equal(tokens.answerableAbove(primary, '1010'), true);
-  t.equal(tokens.answerableAbove('not a token', '0'), true, 'a token it cannot read: the export refuses it wherever it runs');
+  t.equal(
+    tokens.answerableAbove('not a token', '0'),
+    true,
+    'a token it cannot read: the export refuses it wherever it runs',
+  );
 });
 
 t.test('malformed and forged tokens: 400 INVALID_PARAMETER', async (t) => {
   const tokens = new ChangeTokens(CONFIG);
   const token = tokens.issue(state(), OPTS);
   for (const bad of ['', 'x', 'not a token', '%%%', `${token}=`, token.slice(0, 40), 'A'.repeat(100_000)]) {
-    t.match(refusal(tokens, bad, state()), { reason: 'malformed', status: 400, code: 'INVALID_PARAMETER' }, JSON.stringify(bad.slice(0, 30)));
+    t.match(
+      refusal(tokens, bad, state()),
+      { reason: 'malformed', status: 400, code: 'INVALID_PARAMETER' },
+      JSON.stringify(bad.slice(0, 30)),
+    );
   }
   const raw = Buffer.from(token, 'base64url');
   for (const at of [1, 5, 40, raw.length - 20, raw.length - 1]) {
     const forged = Buffer.from(raw);
     forged[at]! ^= 1;
-    t.match(refusal(tokens, forged.toString('base64url'), state()), { reason: 'forged', status: 400 }, `byte ${at} changed`);
+    t.match(
+      refusal(tokens, forged.toString('base64url'), state()),
+      { reason: 'forged', status: 400 },
+      `byte ${at} changed`,
+    );
   }
   const other = new ChangeTokens({ ...CONFIG, secret: randomBytes(32) }).issue(state(), OPTS);
   t.match(refusal(tokens, other, state()), { reason: 'forged', status: 400 }, 'made with another secret');
@@ -163,7 +213,11 @@ t.test('malformed and forged tokens: 400 INVALID_PARAMETER', async (t) => {
 t.test('another book, incarnation, option set or prefix: 400, saying which', async (t) => {
   const tokens = new ChangeTokens(CONFIG);
   const token = tokens.issue(state(), OPTS);
-  t.match(refusal(tokens, token, state({ bookId: 'b-2' })), { reason: 'other-book', status: 400, message: /another knowledge base/ });
+  t.match(refusal(tokens, token, state({ bookId: 'b-2' })), {
+    reason: 'other-book',
+    status: 400,
+    message: /another knowledge base/,
+  });
   t.match(refusal(tokens, token, state({ changeEpoch: '0e4f0c5c-7d1e-4a52-8a3b-1a2b3c4d5e6f' })), {
     reason: 'recreated-book',
     status: 400,
@@ -177,7 +231,8 @@ t.test('another book, incarnation, option set or prefix: 400, saying which', asy
     t.match(refusal(tokens, token, state(), opts), {
       reason: 'other-options',
       status: 400,
-      message: 'changedSince was issued for excludeCategories=true&includeContentHtml=true, not ' +
+      message:
+        'changedSince was issued for excludeCategories=true&includeContentHtml=true, not ' +
         `excludeCategories=${opts.excludeCategories}&includeContentHtml=${opts.includeContentHtml}`,
     });
   }
@@ -190,24 +245,69 @@ t.test('another database or output format, too old, pruned or ahead: 410 CHANGE_
   const tokens = new ChangeTokens(CONFIG);
   const token = tokens.issue(state(), OPTS);
   const gone = { status: 410, code: 'CHANGE_TOKEN_EXPIRED', name: 'ExpiredChangeTokenError' };
-  t.match(refusal(tokens, token, state({ databaseId: '7312345678901234567/16385' })), { ...gone, reason: 'other-database' });
-  t.match(refusal(new ChangeTokens({ ...CONFIG, outputFormat: '2' }), token, state()), { ...gone, reason: 'other-format' });
-  t.equal(refusal(tokens, token, state({ nowS: 1_800_000_000 + 30 * DAY })), undefined, 'exactly CHANGE_RETENTION_DAYS old: still good');
-  t.match(refusal(tokens, token, state({ nowS: 1_800_000_001 + 30 * DAY })), { ...gone, reason: 'expired', message: /30 days/ });
-  t.match(refusal(new ChangeTokens({ ...CONFIG, retentionDays: 1 }), token, state({ nowS: 1_800_000_001 + DAY })), { reason: 'expired' });
+  t.match(refusal(tokens, token, state({ databaseId: '7312345678901234567/16385' })), {
+    ...gone,
+    reason: 'other-database',
+  });
+  t.match(refusal(new ChangeTokens({ ...CONFIG, outputFormat: '2' }), token, state()), {
+    ...gone,
+    reason: 'other-format',
+  });
+  t.equal(
+    refusal(tokens, token, state({ nowS: 1_800_000_000 + 30 * DAY })),
+    undefined,
+    'exactly CHANGE_RETENTION_DAYS old: still good',
+  );
+  t.match(refusal(tokens, token, state({ nowS: 1_800_000_001 + 30 * DAY })), {
+    ...gone,
+    reason: 'expired',
+    message: /30 days/,
+  });
+  t.match(refusal(new ChangeTokens({ ...CONFIG, retentionDays: 1 }), token, state({ nowS: 1_800_000_001 + DAY })), {
+    reason: 'expired',
+  });
   t.equal(refusal(tokens, token, state({ tokenFloor: '1000' })), undefined, 'removals kept down to its xmin');
   t.match(refusal(tokens, token, state({ tokenFloor: '1001' })), { ...gone, reason: 'pruned' });
-  t.match(refusal(tokens, token, state({ snapshot: '1000:1009:1002,1005' })), { ...gone, reason: 'ahead' }, 'an older xmax');
-  t.match(refusal(tokens, token, state({ timeline: 2 })), { ...gone, reason: 'other-timeline', message: /timeline 1, before a failover to timeline 2/ });
-  t.match(refusal(tokens, tokens.issue(state({ timeline: 3 }), OPTS), state({ timeline: 2 })), { ...gone, reason: 'other-timeline' }, 'a newer one too');
-  t.match(refusal(tokens, versionOne(token), state()), { ...gone, reason: 'other-format', message: /earlier release/ }, "a release before this one's tokens");
-  t.match(refusal(tokens, token, state({ snapshot: '1000:1012:1001,1002,1005' })), { ...gone, reason: 'ahead' }, '1001 was visible to the token, runs now');
-  t.equal(refusal(tokens, token, state({ snapshot: '1002:1012:1002,1005,1011' })), undefined, 'a later snapshot, still running what ran then');
-  t.ok(new ExpiredChangeTokenError('expired', 'x') instanceof ApiError, 'the errors are ApiErrors: the route answers them in the envelope');
+  t.match(
+    refusal(tokens, token, state({ snapshot: '1000:1009:1002,1005' })),
+    { ...gone, reason: 'ahead' },
+    'an older xmax',
+  );
+  t.match(refusal(tokens, token, state({ timeline: 2 })), {
+    ...gone,
+    reason: 'other-timeline',
+    message: /timeline 1, before a failover to timeline 2/,
+  });
+  t.match(
+    refusal(tokens, tokens.issue(state({ timeline: 3 }), OPTS), state({ timeline: 2 })),
+    { ...gone, reason: 'other-timeline' },
+    'a newer one too',
+  );
+  t.match(
+    refusal(tokens, versionOne(token), state()),
+    { ...gone, reason: 'other-format', message: /earlier release/ },
+    "a release before this one's tokens",
+  );
+  t.match(
+    refusal(tokens, token, state({ snapshot: '1000:1012:1001,1002,1005' })),
+    { ...gone, reason: 'ahead' },
+    '1001 was visible to the token, runs now',
+  );
+  t.equal(
+    refusal(tokens, token, state({ snapshot: '1002:1012:1002,1005,1011' })),
+    undefined,
+    'a later snapshot, still running what ran then',
+  );
+  t.ok(
+    new ExpiredChangeTokenError('expired', 'x') instanceof ApiError,
+    'the errors are ApiErrors: the route answers them in the envelope',
+  );
 });
 
 async function bookState(sql: Sql): Promise<ChangeState> {
-  return sql.begin('ISOLATION LEVEL REPEATABLE READ READ ONLY', (tx) => readChangeState((text, params) => tx.unsafe(text, params) as never, 'b-u1'));
+  return sql.begin('ISOLATION LEVEL REPEATABLE READ READ ONLY', (tx) =>
+    readChangeState((text, params) => tx.unsafe(text, params) as never, 'b-u1'),
+  );
 }
 
 t.test('on a real database: its secret, a re-created book, a TRUNCATE', async (t) => {
@@ -227,7 +327,11 @@ t.test('on a real database: its secret, a re-created book, a TRUNCATE', async (t
     await tx`INSERT INTO books ${tx(book!)}`;
     await tx`INSERT INTO documents ${tx(docs as never)}`;
   });
-  t.match(refusal(tokens, token, await bookState(sql)), { reason: 'recreated-book', status: 400 }, 'the same id and data, another incarnation');
+  t.match(
+    refusal(tokens, token, await bookState(sql)),
+    { reason: 'recreated-book', status: 400 },
+    'the same id and data, another incarnation',
+  );
 
   const fresh = tokens.issue(await bookState(sql), OPTS);
   t.equal(refusal(tokens, fresh, await bookState(sql)), undefined);
@@ -239,7 +343,11 @@ t.test('on a real database: its secret, a re-created book, a TRUNCATE', async (t
     const s = await bookState(sql);
     return BigInt(s.snapshot.split(':')[0]!) >= BigInt(s.tokenFloor);
   });
-  t.equal(refusal(tokens, tokens.issue(await bookState(sql), OPTS), await bookState(sql)), undefined, 'one issued after is good');
+  t.equal(
+    refusal(tokens, tokens.issue(await bookState(sql), OPTS), await bookState(sql)),
+    undefined,
+    'one issued after is good',
+  );
 });
 
 /** Resolves once `check` holds; rejects after a minute. */

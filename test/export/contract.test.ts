@@ -15,8 +15,23 @@ const PREFIX_ENV = 'https://media.example/proxy//'; // normalised to exactly one
 const PREFIX = 'https://media.example/proxy/';
 
 const DOC_KEYS = [
-  'id', 'slug', 'name', 'type', 'parentId', 'orderKey', 'description', 'emojiInfo', 'cover', 'tags',
-  'themeId', 'backgroundThemeId', 'bodyFontSize', 'createdAt', 'updatedAt', 'contentStr', 'contentHtml',
+  'id',
+  'slug',
+  'name',
+  'type',
+  'parentId',
+  'orderKey',
+  'description',
+  'emojiInfo',
+  'cover',
+  'tags',
+  'themeId',
+  'backgroundThemeId',
+  'bodyFontSize',
+  'createdAt',
+  'updatedAt',
+  'contentStr',
+  'contentHtml',
 ];
 const BOOK_KEYS = ['id', 'slug', 'name', 'description', 'coverImage', 'createdAt', 'updatedAt'];
 const ISO_UTC_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -173,7 +188,7 @@ const SEED = {
     book('b-html', 'u1', 'html', [
       doc('x-1', 'a0', {
         contentHtml:
-          "<IMG SRC='pics/a.png' ALT=\"x\"  data-src=\"raw.png\">" +
+          '<IMG SRC=\'pics/a.png\' ALT="x"  data-src="raw.png">' +
           '<img srcset="a.png 1x, /b.png 2x, https://c.example/c.png 3x">' +
           '<video src="v.mp4" poster="/p.jpg"></video><audio src="s.mp3"></audio>' +
           '<object data="o.swf"></object><embed src="e.swf"><source src="s.webm">' +
@@ -192,56 +207,68 @@ t.before(async () => {
   await seed(srv.db.sql, SEED);
 });
 
-t.test('export-api.md 2.3 / D2.5: top-level keys are exactly success, book, documents, meta in that order (raw text)', async (t) => {
-  const r = await get(srv.url, exp('kb'));
-  t.equal(r.status, 200);
-  t.ok(r.text.startsWith('{"success":true,"book":{"id":'), 'body opens with success then book');
-  t.ok(r.text.includes('},"documents":[{'), 'documents follows book');
-  t.match(r.text, /\],"meta":\{"count":\d+\}\}$/, 'meta is the last key, count the last thing');
-  t.same(Object.keys(r.json), ['success', 'book', 'documents', 'meta']);
-  t.equal(r.json.success, true);
-  t.same(Object.keys(r.json.meta), ['count']);
-  t.ok(r.text.indexOf('"success"') < r.text.indexOf('"book"'));
-  t.ok(r.text.lastIndexOf('"documents"') < r.text.lastIndexOf('"meta"'));
-});
+t.test(
+  'export-api.md 2.3 / D2.5: top-level keys are exactly success, book, documents, meta in that order (raw text)',
+  async (t) => {
+    const r = await get(srv.url, exp('kb'));
+    t.equal(r.status, 200);
+    t.ok(r.text.startsWith('{"success":true,"book":{"id":'), 'body opens with success then book');
+    t.ok(r.text.includes('},"documents":[{'), 'documents follows book');
+    t.match(r.text, /\],"meta":\{"count":\d+\}\}$/, 'meta is the last key, count the last thing');
+    t.same(Object.keys(r.json), ['success', 'book', 'documents', 'meta']);
+    t.equal(r.json.success, true);
+    t.same(Object.keys(r.json.meta), ['count']);
+    t.ok(r.text.indexOf('"success"') < r.text.indexOf('"book"'));
+    t.ok(r.text.lastIndexOf('"documents"') < r.text.lastIndexOf('"meta"'));
+  },
+);
 
-t.test('export-api.md 2.1 / D2.5: book has exactly the fields of table 2.1, in order, with stored values', async (t) => {
-  const r = await get(srv.url, exp('kb'));
-  t.same(Object.keys(r.json.book), BOOK_KEYS);
-  const raw = r.text.slice(r.text.indexOf('"book":{'), r.text.indexOf('},"documents"'));
-  let last = -1;
-  for (const k of BOOK_KEYS) {
-    const at = raw.indexOf(`"${k}":`);
-    t.ok(at > last, `book.${k} comes after the previous field in the raw text`);
-    last = at;
-  }
-  t.same(r.json.book, {
-    id: 'b-main',
-    slug: 'kb',
-    name: 'Book kb',
-    description: 'A knowledge base',
-    coverImage: '/uploads/book.png',
-    createdAt: '2024-03-01T10:30:45.123Z',
-    updatedAt: '2024-03-02T10:00:00.000Z',
-  });
-});
-
-t.test('export-api.md 2.2 rule 3 / D2.5: every document has exactly the 17 keys of table 2.2, in table order', async (t) => {
-  for (const qs of ['', '?excludeCategories=false', '?excludeCategories=false&includeContentHtml=false']) {
-    for (const slug of ['kb', 'types', 'order', 'escape', 'html']) {
-      const r = await get(srv.url, exp(slug, qs));
-      t.equal(r.status, 200);
-      t.ok(r.json.documents.length > 0);
-      for (const d of r.json.documents) t.same(Object.keys(d), DOC_KEYS, `${slug}${qs} ${d.id}`);
+t.test(
+  'export-api.md 2.1 / D2.5: book has exactly the fields of table 2.1, in order, with stored values',
+  async (t) => {
+    const r = await get(srv.url, exp('kb'));
+    t.same(Object.keys(r.json.book), BOOK_KEYS);
+    const raw = r.text.slice(r.text.indexOf('"book":{'), r.text.indexOf('},"documents"'));
+    let last = -1;
+    for (const k of BOOK_KEYS) {
+      const at = raw.indexOf(`"${k}":`);
+      t.ok(at > last, `book.${k} comes after the previous field in the raw text`);
+      last = at;
     }
-  }
-  // Raw order too (JSON.parse keeps insertion order, but check the text itself once).
-  const r = await get(srv.url, exp('kb'));
-  const rest = r.text.slice(r.text.indexOf('"documents":[{') + 13);
-  const first = rest.slice(0, rest.indexOf('},{"id":') + 1);
-  const keysInText = [...first.matchAll(/"([A-Za-z]+)":/g)].map((m) => m[1]);
-  t.same(keysInText.filter((k) => DOC_KEYS.includes(k!)), DOC_KEYS);
-});
+    t.same(r.json.book, {
+      id: 'b-main',
+      slug: 'kb',
+      name: 'Book kb',
+      description: 'A knowledge base',
+      coverImage: '/uploads/book.png',
+      createdAt: '2024-03-01T10:30:45.123Z',
+      updatedAt: '2024-03-02T10:00:00.000Z',
+    });
+  },
+);
+
+t.test(
+  'export-api.md 2.2 rule 3 / D2.5: every document has exactly the 17 keys of table 2.2, in table order',
+  async (t) => {
+    for (const qs of ['', '?excludeCategories=false', '?excludeCategories=false&includeContentHtml=false']) {
+      for (const slug of ['kb', 'types', 'order', 'escape', 'html']) {
+        const r = await get(srv.url, exp(slug, qs));
+        t.equal(r.status, 200);
+        t.ok(r.json.documents.length > 0);
+        for (const d of r.json.documents) t.same(Object.keys(d), DOC_KEYS, `${slug}${qs} ${d.id}`);
+      }
+    }
+    // Raw order too (JSON.parse keeps insertion order, but check the text itself once).
+    const r = await get(srv.url, exp('kb'));
+    const rest = r.text.slice(r.text.indexOf('"documents":[{') + 13);
+    const first = rest.slice(0, rest.indexOf('},{"id":') + 1);
+    const keysInText = [...first.matchAll(/"([A-Za-z]+)":/g)].map((m) => m[1]);
+    t.same(
+      keysInText.filter((k) => DOC_KEYS.includes(k!)),
+      DOC_KEYS,
+    );
+  },
+);
 
 t.test('export-api.md 4.1 rule 4 / D2.5: meta.count equals documents.length and is the last key', async (t) => {
   for (const [slug, qs] of [
@@ -301,17 +328,20 @@ t.test('export-api.md 2.2: every field of a fully populated document, as stored'
   t.equal(byId(r.json.documents, 'm-empty').parentId, 'm-full', 'parentId carries the parent id');
 });
 
-t.test('D2.1: NULL and empty-string nullable fields are null (description, emojiInfo, contentStr, contentHtml)', async (t) => {
-  const r = await get(srv.url, exp('kb'));
-  for (const id of ['m-empty', 'm-null']) {
-    const d = byId(r.json.documents, id);
-    t.equal(d.description, null, `${id} description`);
-    t.equal(d.emojiInfo, null, `${id} emojiInfo`);
-    t.equal(d.contentStr, null, `${id} contentStr`);
-    t.equal(d.contentHtml, null, `${id} contentHtml`);
-  }
-  t.equal(byId(r.json.documents, 'm-null').parentId, null);
-});
+t.test(
+  'D2.1: NULL and empty-string nullable fields are null (description, emojiInfo, contentStr, contentHtml)',
+  async (t) => {
+    const r = await get(srv.url, exp('kb'));
+    for (const id of ['m-empty', 'm-null']) {
+      const d = byId(r.json.documents, id);
+      t.equal(d.description, null, `${id} description`);
+      t.equal(d.emojiInfo, null, `${id} emojiInfo`);
+      t.equal(d.contentStr, null, `${id} contentStr`);
+      t.equal(d.contentHtml, null, `${id} contentHtml`);
+    }
+    t.equal(byId(r.json.documents, 'm-null').parentId, null);
+  },
+);
 
 t.test('D2.1: book.description and book.coverImage are null when empty string or NULL', async (t) => {
   for (const slug of ['empty-fields', 'null-fields']) {
@@ -343,7 +373,8 @@ t.test('D2.2: themeId "default" and backgroundThemeId "transparent" when NULL or
 
 t.test('D2.3: bodyFontSize is always one of the strings "default", "14", "12"; unset is "default"', async (t) => {
   const r = await get(srv.url, exp('kb', '?excludeCategories=false'));
-  for (const d of r.json.documents) t.ok(['default', '14', '12'].includes(d.bodyFontSize), `${d.id}: ${d.bodyFontSize}`);
+  for (const d of r.json.documents)
+    t.ok(['default', '14', '12'].includes(d.bodyFontSize), `${d.id}: ${d.bodyFontSize}`);
   t.equal(byId(r.json.documents, 'm-full').bodyFontSize, '14');
   t.equal(byId(r.json.documents, 'm-cover-nopos').bodyFontSize, '12');
   t.equal(byId(r.json.documents, 'm-cover-emptypos').bodyFontSize, 'default');
@@ -356,16 +387,27 @@ t.test('D2.3: bodyFontSize is always one of the strings "default", "14", "12"; u
   );
 });
 
-t.test('D2.4: cover is null without a URL (NULL cover, NULL url, empty url); position "center" when unset', async (t) => {
-  const r = await get(srv.url, exp('kb'));
-  t.equal(byId(r.json.documents, 'm-null').cover, null, 'no cover');
-  t.equal(byId(r.json.documents, 'm-empty').cover, null, 'empty-string url');
-  t.equal(byId(r.json.documents, 'm-cover-nourl').cover, null, 'NULL url with a position');
-  t.same(byId(r.json.documents, 'm-cover-nopos').cover, { url: `${PREFIX}img/c.png`, position: 'center' }, 'NULL position');
-  t.same(byId(r.json.documents, 'm-cover-emptypos').cover, { url: `${PREFIX}img/d.png`, position: 'center' }, 'empty position');
-  t.same(byId(r.json.documents, 'm-cover-abs').cover, { url: 'https://cdn.example/c.png', position: '10% 20%' });
-  t.same(Object.keys(byId(r.json.documents, 'm-full').cover), ['url', 'position']);
-});
+t.test(
+  'D2.4: cover is null without a URL (NULL cover, NULL url, empty url); position "center" when unset',
+  async (t) => {
+    const r = await get(srv.url, exp('kb'));
+    t.equal(byId(r.json.documents, 'm-null').cover, null, 'no cover');
+    t.equal(byId(r.json.documents, 'm-empty').cover, null, 'empty-string url');
+    t.equal(byId(r.json.documents, 'm-cover-nourl').cover, null, 'NULL url with a position');
+    t.same(
+      byId(r.json.documents, 'm-cover-nopos').cover,
+      { url: `${PREFIX}img/c.png`, position: 'center' },
+      'NULL position',
+    );
+    t.same(
+      byId(r.json.documents, 'm-cover-emptypos').cover,
+      { url: `${PREFIX}img/d.png`, position: 'center' },
+      'empty position',
+    );
+    t.same(byId(r.json.documents, 'm-cover-abs').cover, { url: 'https://cdn.example/c.png', position: '10% 20%' });
+    t.same(Object.keys(byId(r.json.documents, 'm-full').cover), ['url', 'position']);
+  },
+);
 
 t.test('D2.6: timestamps are ISO 8601 UTC with milliseconds; offsets are converted', async (t) => {
   const r = await get(srv.url, exp('kb', '?excludeCategories=false'));
@@ -396,39 +438,67 @@ t.test('D2.6: timestamps stay UTC whatever the database session time zone', asyn
 });
 
 t.test('export-api.md 2.2 rule 2 / D7.2: contentYjs and contentJson never appear anywhere in the body', async (t) => {
-  for (const qs of ['', '?excludeCategories=false', '?includeContentHtml=false', '?excludeCategories=false&includeContentHtml=false']) {
+  for (const qs of [
+    '',
+    '?excludeCategories=false',
+    '?includeContentHtml=false',
+    '?excludeCategories=false&includeContentHtml=false',
+  ]) {
     const r = await get(srv.url, exp('kb', qs));
     t.equal(r.status, 200);
-    for (const needle of [YJS_MARKER, YJS_B64, JSON_MARKER, 'contentYjs', 'contentJson', 'content_yjs', 'content_json']) {
+    for (const needle of [
+      YJS_MARKER,
+      YJS_B64,
+      JSON_MARKER,
+      'contentYjs',
+      'contentJson',
+      'content_yjs',
+      'content_json',
+    ]) {
       t.notOk(r.text.includes(needle), `${qs || '(defaults)'}: body does not contain ${needle}`);
     }
   }
   // The values really are stored (so the check above means something).
   const [row] = await srv.db.sql`SELECT content_yjs, content_json FROM documents WHERE id = 'm-full'`;
   t.equal(Buffer.from(row!.content_yjs).toString(), YJS_MARKER);
-  t.equal((typeof row!.content_json === 'string' ? JSON.parse(row!.content_json) : row!.content_json).marker, JSON_MARKER);
+  t.equal(
+    (typeof row!.content_json === 'string' ? JSON.parse(row!.content_json) : row!.content_json).marker,
+    JSON_MARKER,
+  );
 });
 
-t.test('export-api.md 2.2 rule 1 / D3.1 / D3.3: contentHtml media URLs rewritten with the configured MEDIA_PROXY_PREFIX', async (t) => {
-  const r = await get(srv.url, exp('html'));
-  const html: string = r.json.documents[0].contentHtml;
-  t.ok(html.includes(`<IMG SRC='${PREFIX}pics/a.png' ALT="x"  data-src="raw.png">`), 'img src rewritten, quotes/case/spacing kept, data-src untouched');
-  t.ok(html.includes(`<img srcset="${PREFIX}a.png 1x, ${PREFIX}b.png 2x, https://c.example/c.png 3x">`), 'every relative srcset candidate');
-  t.ok(html.includes(`<video src="${PREFIX}v.mp4" poster="${PREFIX}p.jpg"></video>`), 'video src and poster');
-  t.ok(html.includes(`<audio src="${PREFIX}s.mp3"></audio>`), 'audio src');
-  t.ok(html.includes(`<object data="${PREFIX}o.swf"></object>`), 'object data');
-  t.ok(html.includes(`<embed src="${PREFIX}e.swf">`), 'embed src');
-  t.ok(html.includes(`<source src="${PREFIX}s.webm">`), 'source src');
-  t.ok(html.includes(`<a data-type="attachment" href="${PREFIX}files/att.zip">`), 'attachment link');
-  t.ok(html.includes('<link href="style.css">'), 'link href is not media');
-  t.ok(html.includes('<div data-src="d.png" style="background:url(bg.png)">&amp; &lt;img src="esc.png"&gt;</div>'), 'unlisted attributes and escaped text untouched');
-  t.ok(html.includes('<!-- <img src="comment.png"> -->'), 'comment untouched');
-  t.ok(html.includes('<script>var s = \'<img src="script.png">\';</script>'), 'script text untouched');
-  t.ok(html.includes(`<img src="${PREFIX}already.png">`), 'already-prefixed URL not rewritten twice');
-  t.ok(html.includes('<img src="//proto.example/x.png"><img src="#frag">'), 'protocol-relative and fragment left');
-  t.notOk(html.includes(`${PREFIX}${PREFIX}`));
-  t.notOk(html.includes('proxy//'), 'exactly one slash after the prefix');
-});
+t.test(
+  'export-api.md 2.2 rule 1 / D3.1 / D3.3: contentHtml media URLs rewritten with the configured MEDIA_PROXY_PREFIX',
+  async (t) => {
+    const r = await get(srv.url, exp('html'));
+    const html: string = r.json.documents[0].contentHtml;
+    t.ok(
+      html.includes(`<IMG SRC='${PREFIX}pics/a.png' ALT="x"  data-src="raw.png">`),
+      'img src rewritten, quotes/case/spacing kept, data-src untouched',
+    );
+    t.ok(
+      html.includes(`<img srcset="${PREFIX}a.png 1x, ${PREFIX}b.png 2x, https://c.example/c.png 3x">`),
+      'every relative srcset candidate',
+    );
+    t.ok(html.includes(`<video src="${PREFIX}v.mp4" poster="${PREFIX}p.jpg"></video>`), 'video src and poster');
+    t.ok(html.includes(`<audio src="${PREFIX}s.mp3"></audio>`), 'audio src');
+    t.ok(html.includes(`<object data="${PREFIX}o.swf"></object>`), 'object data');
+    t.ok(html.includes(`<embed src="${PREFIX}e.swf">`), 'embed src');
+    t.ok(html.includes(`<source src="${PREFIX}s.webm">`), 'source src');
+    t.ok(html.includes(`<a data-type="attachment" href="${PREFIX}files/att.zip">`), 'attachment link');
+    t.ok(html.includes('<link href="style.css">'), 'link href is not media');
+    t.ok(
+      html.includes('<div data-src="d.png" style="background:url(bg.png)">&amp; &lt;img src="esc.png"&gt;</div>'),
+      'unlisted attributes and escaped text untouched',
+    );
+    t.ok(html.includes('<!-- <img src="comment.png"> -->'), 'comment untouched');
+    t.ok(html.includes('<script>var s = \'<img src="script.png">\';</script>'), 'script text untouched');
+    t.ok(html.includes(`<img src="${PREFIX}already.png">`), 'already-prefixed URL not rewritten twice');
+    t.ok(html.includes('<img src="//proto.example/x.png"><img src="#frag">'), 'protocol-relative and fragment left');
+    t.notOk(html.includes(`${PREFIX}${PREFIX}`));
+    t.notOk(html.includes('proxy//'), 'exactly one slash after the prefix');
+  },
+);
 
 t.test('D3.5: everything but rewritten attribute values is returned byte-for-byte as stored', async (t) => {
   const [row] = await srv.db.sql`SELECT content_html FROM documents WHERE id = 'x-1'`;
@@ -462,54 +532,83 @@ t.test('D3.1: the default prefix is /media/ and an unrewritten configuration use
   t.equal(r.json.documents[0].cover.url, '/media/c.png');
 });
 
-t.test('export-api.md 3 / 4.1 rule 1: only active documents (status 1) are exported; status 0, 2, -1 never', async (t) => {
-  for (const qs of ['', '?excludeCategories=false', '?excludeCategories=false&includeContentHtml=false']) {
-    const r = await get(srv.url, exp('types', qs));
-    const ids = r.json.documents.map((d: Doc) => d.id);
-    for (const hidden of ['t-s0', 't-s2', 't-sneg', 't-cat-inactive']) t.notOk(ids.includes(hidden), `${qs}: ${hidden}`);
-    t.ok(r.text.indexOf('t-s0') === -1 && r.text.indexOf('t-sneg') === -1, 'not even mentioned');
-  }
-});
+t.test(
+  'export-api.md 3 / 4.1 rule 1: only active documents (status 1) are exported; status 0, 2, -1 never',
+  async (t) => {
+    for (const qs of ['', '?excludeCategories=false', '?excludeCategories=false&includeContentHtml=false']) {
+      const r = await get(srv.url, exp('types', qs));
+      const ids = r.json.documents.map((d: Doc) => d.id);
+      for (const hidden of ['t-s0', 't-s2', 't-sneg', 't-cat-inactive'])
+        t.notOk(ids.includes(hidden), `${qs}: ${hidden}`);
+      t.ok(r.text.indexOf('t-s0') === -1 && r.text.indexOf('t-sneg') === -1, 'not even mentioned');
+    }
+  },
+);
 
 t.test('D4.3 / export-api.md 4.1: excludeCategories defaults to true and removes only type "category"', async (t) => {
   const r = await get(srv.url, exp('types'));
-  t.same(r.json.documents.map((d: Doc) => d.id), ['t-doc', 't-board', 't-sheet', 't-Cat', 't-html']);
-  t.same(r.json.documents.map((d: Doc) => d.type), ['document', 'board', 'sheet', 'Category', 'document']);
+  t.same(
+    r.json.documents.map((d: Doc) => d.id),
+    ['t-doc', 't-board', 't-sheet', 't-Cat', 't-html'],
+  );
+  t.same(
+    r.json.documents.map((d: Doc) => d.type),
+    ['document', 'board', 'sheet', 'Category', 'document'],
+  );
   const e = await get(srv.url, exp('types', '?excludeCategories=true'));
   t.equal(e.text, r.text, 'explicit true is the default');
 });
 
 t.test('export-api.md 4.1 (excludeCategories=false): folder nodes are included in place', async (t) => {
   const r = await get(srv.url, exp('types', '?excludeCategories=false'));
-  t.same(r.json.documents.map((d: Doc) => d.id), ['t-doc', 't-cat', 't-board', 't-sheet', 't-Cat', 't-html']);
-  t.equal(byId(r.json.documents, 't-cat').contentHtml, `<img src="${PREFIX}f.png">`, 'folders carry contentHtml by default');
+  t.same(
+    r.json.documents.map((d: Doc) => d.id),
+    ['t-doc', 't-cat', 't-board', 't-sheet', 't-Cat', 't-html'],
+  );
+  t.equal(
+    byId(r.json.documents, 't-cat').contentHtml,
+    `<img src="${PREFIX}f.png">`,
+    'folders carry contentHtml by default',
+  );
 });
 
-t.test('export-api.md 4.1 rule 5: excludeCategories=false&includeContentHtml=false gives folders and null contentHtml', async (t) => {
-  const r = await get(srv.url, exp('types', '?excludeCategories=false&includeContentHtml=false'));
-  t.equal(r.status, 200);
-  t.ok(r.json.documents.some((d: Doc) => d.type === 'category'), 'folder nodes present');
-  for (const d of r.json.documents) {
-    t.equal(d.contentHtml, null, `${d.id} contentHtml null`);
-    t.ok(Object.prototype.hasOwnProperty.call(d, 'contentHtml'), 'still present');
-  }
-  t.equal(byId(r.json.documents, 't-html').contentStr, 'x', 'contentStr still included');
-  // Same for a document whose HTML is non-empty in the main book; cover still rewritten.
-  const k = await get(srv.url, exp('kb', '?includeContentHtml=false'));
-  const full = byId(k.json.documents, 'm-full');
-  t.equal(full.contentHtml, null);
-  t.equal(full.contentStr, 'Plain text body');
-  t.equal(full.cover.url, `${PREFIX}uploads/cover.png`);
-  t.notOk(k.text.includes('<p>Hello</p>'));
-  t.notOk(k.json.documents.some((d: Doc) => d.type === 'category'), 'includeContentHtml=false alone keeps excluding folders');
-});
+t.test(
+  'export-api.md 4.1 rule 5: excludeCategories=false&includeContentHtml=false gives folders and null contentHtml',
+  async (t) => {
+    const r = await get(srv.url, exp('types', '?excludeCategories=false&includeContentHtml=false'));
+    t.equal(r.status, 200);
+    t.ok(
+      r.json.documents.some((d: Doc) => d.type === 'category'),
+      'folder nodes present',
+    );
+    for (const d of r.json.documents) {
+      t.equal(d.contentHtml, null, `${d.id} contentHtml null`);
+      t.ok(Object.prototype.hasOwnProperty.call(d, 'contentHtml'), 'still present');
+    }
+    t.equal(byId(r.json.documents, 't-html').contentStr, 'x', 'contentStr still included');
+    // Same for a document whose HTML is non-empty in the main book; cover still rewritten.
+    const k = await get(srv.url, exp('kb', '?includeContentHtml=false'));
+    const full = byId(k.json.documents, 'm-full');
+    t.equal(full.contentHtml, null);
+    t.equal(full.contentStr, 'Plain text body');
+    t.equal(full.cover.url, `${PREFIX}uploads/cover.png`);
+    t.notOk(k.text.includes('<p>Hello</p>'));
+    t.notOk(
+      k.json.documents.some((d: Doc) => d.type === 'category'),
+      'includeContentHtml=false alone keeps excluding folders',
+    );
+  },
+);
 
-t.test('export-api.md 4.1 rule 7: contentStr is included by default and null when there is no plain text', async (t) => {
-  const r = await get(srv.url, exp('kb'));
-  t.equal(byId(r.json.documents, 'm-full').contentStr, 'Plain text body');
-  t.equal(byId(r.json.documents, 'm-null').contentStr, null);
-  t.equal(byId(r.json.documents, 'm-cover-abs').contentStr, null, 'never set');
-});
+t.test(
+  'export-api.md 4.1 rule 7: contentStr is included by default and null when there is no plain text',
+  async (t) => {
+    const r = await get(srv.url, exp('kb'));
+    t.equal(byId(r.json.documents, 'm-full').contentStr, 'Plain text body');
+    t.equal(byId(r.json.documents, 'm-null').contentStr, null);
+    t.equal(byId(r.json.documents, 'm-cover-abs').contentStr, null, 'never set');
+  },
+);
 
 t.test('D4.1: 1 and 0 are accepted like true and false', async (t) => {
   const pairs: [string, string][] = [
@@ -530,41 +629,51 @@ t.test('D4.1: 1 and 0 are accepted like true and false', async (t) => {
   t.ok(z.json.documents.every((d: Doc) => d.contentHtml === null));
 });
 
-t.test('D4.1: any other value, an empty value or a repeated parameter is 400 INVALID_PARAMETER; nothing exported', async (t) => {
-  const bad = [
-    'excludeCategories=TRUE',
-    'excludeCategories=True',
-    'excludeCategories=yes',
-    'excludeCategories=no',
-    'excludeCategories=',
-    'excludeCategories',
-    'excludeCategories=2',
-    'excludeCategories=%20true',
-    'excludeCategories=true%20',
-    'excludeCategories=true&excludeCategories=true',
-    'excludeCategories=true&excludeCategories=false',
-    'includeContentHtml=FALSE',
-    'includeContentHtml=on',
-    'includeContentHtml=',
-    'includeContentHtml=0&includeContentHtml=0',
-    'includeContentHtml=null',
-    'excludeCategories=true&includeContentHtml=maybe',
-  ];
-  for (const q of bad) {
-    const r = await get(srv.url, exp('kb', `?${q}`));
-    t.equal(r.status, 400, q);
-    t.same(Object.keys(r.json ?? {}), ['success', 'code', 'message'], `${q}: section 7 envelope`);
-    t.equal(r.json?.success, false, q);
-    t.equal(r.json?.code, 'INVALID_PARAMETER', q);
-    t.equal(typeof r.json?.message, 'string');
-    t.match(String(r.headers['content-type']), /^application\/json/, q);
-    t.notOk(r.text.includes('documents'), `${q}: nothing exported`);
-  }
-});
+t.test(
+  'D4.1: any other value, an empty value or a repeated parameter is 400 INVALID_PARAMETER; nothing exported',
+  async (t) => {
+    const bad = [
+      'excludeCategories=TRUE',
+      'excludeCategories=True',
+      'excludeCategories=yes',
+      'excludeCategories=no',
+      'excludeCategories=',
+      'excludeCategories',
+      'excludeCategories=2',
+      'excludeCategories=%20true',
+      'excludeCategories=true%20',
+      'excludeCategories=true&excludeCategories=true',
+      'excludeCategories=true&excludeCategories=false',
+      'includeContentHtml=FALSE',
+      'includeContentHtml=on',
+      'includeContentHtml=',
+      'includeContentHtml=0&includeContentHtml=0',
+      'includeContentHtml=null',
+      'excludeCategories=true&includeContentHtml=maybe',
+    ];
+    for (const q of bad) {
+      const r = await get(srv.url, exp('kb', `?${q}`));
+      t.equal(r.status, 400, q);
+      t.same(Object.keys(r.json ?? {}), ['success', 'code', 'message'], `${q}: section 7 envelope`);
+      t.equal(r.json?.success, false, q);
+      t.equal(r.json?.code, 'INVALID_PARAMETER', q);
+      t.equal(typeof r.json?.message, 'string');
+      t.match(String(r.headers['content-type']), /^application\/json/, q);
+      t.notOk(r.text.includes('documents'), `${q}: nothing exported`);
+    }
+  },
+);
 
 t.test('D4.2: unknown query parameters are ignored (names are case-sensitive)', async (t) => {
   const base = await get(srv.url, exp('types'));
-  for (const q of ['?page=2&limit=1', '?foo=bar', '?excludecategories=false', '?ExcludeCategories=false&INCLUDECONTENTHTML=no', '?x=%ZZ', '?a[b]=c&_=1']) {
+  for (const q of [
+    '?page=2&limit=1',
+    '?foo=bar',
+    '?excludecategories=false',
+    '?ExcludeCategories=false&INCLUDECONTENTHTML=no',
+    '?x=%ZZ',
+    '?a[b]=c&_=1',
+  ]) {
     const r = await get(srv.url, exp('types', q));
     t.equal(r.status, 200, q);
     t.equal(r.text, base.text, `${q}: same export as without it`);
@@ -584,7 +693,10 @@ t.test('D1.1: documents are ordered by orderKey byte-wise (COLLATE "C"), e.g. "Z
 
 t.test('D1.2: ties on orderKey are broken by id COLLATE "C"', async (t) => {
   const r = await get(srv.url, exp('ties'));
-  t.same(r.json.documents.map((d: Doc) => d.id), ['b', 'B', 'Z', '_', 'a', 'é', 'A0']);
+  t.same(
+    r.json.documents.map((d: Doc) => d.id),
+    ['b', 'B', 'Z', '_', 'a', 'é', 'A0'],
+  );
   const again = await get(srv.url, exp('ties'));
   t.equal(again.text, r.text, 'repeatable');
 });
@@ -603,38 +715,47 @@ t.test('D1.3 / export-api.md 4.1 rule 2: the order is flat over the knowledge ba
   );
 });
 
-t.test('export-api.md 4.1: only the requested knowledge base\'s documents are exported', async (t) => {
+t.test("export-api.md 4.1: only the requested knowledge base's documents are exported", async (t) => {
   const r = await get(srv.url, exp('flat'));
   t.ok(r.json.documents.every((d: Doc) => d.id.startsWith('f-')));
   const u2 = await get(srv.url, exp('u2-book'), 'kbx_u2');
-  t.same(u2.json.documents.map((d: Doc) => d.id), ['u2-doc']);
+  t.same(
+    u2.json.documents.map((d: Doc) => d.id),
+    ['u2-doc'],
+  );
 });
 
-t.test('export-api.md 2.2 (string fields): quotes, backslashes, control and special characters round-trip as JSON', async (t) => {
-  const r = await get(srv.url, exp('escape'));
-  t.equal(r.status, 200);
-  const d = r.json.documents[0];
-  t.equal(d.name, 'Quote " backslash \\ tab \t newline \n');
-  t.equal(d.contentStr, 'ctl \u0001\u001f del \u007f ls \u2028 ps \u2029 </script> emoji 😀 ü');
-  t.same(d.tags, ['with "quote"', 'back\\slash', '日本']);
-  t.equal(d.description, '\u00e9\u0301', 'no Unicode normalisation');
-  t.notOk(/[\u0000-\u001f]/.test(r.text), 'no raw control characters in the JSON text');
-});
+t.test(
+  'export-api.md 2.2 (string fields): quotes, backslashes, control and special characters round-trip as JSON',
+  async (t) => {
+    const r = await get(srv.url, exp('escape'));
+    t.equal(r.status, 200);
+    const d = r.json.documents[0];
+    t.equal(d.name, 'Quote " backslash \\ tab \t newline \n');
+    t.equal(d.contentStr, 'ctl \u0001\u001f del \u007f ls \u2028 ps \u2029 </script> emoji 😀 ü');
+    t.same(d.tags, ['with "quote"', 'back\\slash', '日本']);
+    t.equal(d.description, '\u00e9\u0301', 'no Unicode normalisation');
+    t.notOk(/[\u0000-\u001f]/.test(r.text), 'no raw control characters in the JSON text');
+  },
+);
 
-t.test('export-api.md 4.1 rule 3: no pagination, all documents in one response across many cursor batches', async (t) => {
-  const s = await startServer(t, { EXPORT_BATCH_SIZE: '7' });
-  const n = 1503;
-  const docs = [];
-  // Insert in an order unrelated to the key order.
-  for (let i = n - 1; i >= 0; i--) docs.push(doc(`d${i}`, `k${createHash('sha1').update(String(i)).digest('hex')}`));
-  await seed(s.db.sql, simpleSeed(docs));
-  const r = await get(s.url, exp('kb'));
-  t.equal(r.status, 200);
-  t.equal(r.json.documents.length, n);
-  t.equal(r.json.meta.count, n);
-  t.equal(new Set(r.json.documents.map((d: Doc) => d.id)).size, n, 'no duplicates across batch boundaries');
-  const keys: string[] = r.json.documents.map((d: Doc) => d.orderKey);
-  t.same(keys, [...keys].sort(), 'ordered across batch boundaries');
-  const paged = await get(s.url, exp('kb', '?page=2&limit=10&offset=5&cursor=abc'));
-  t.equal(paged.json.meta.count, n, 'pagination-like parameters are ignored');
-});
+t.test(
+  'export-api.md 4.1 rule 3: no pagination, all documents in one response across many cursor batches',
+  async (t) => {
+    const s = await startServer(t, { EXPORT_BATCH_SIZE: '7' });
+    const n = 1503;
+    const docs = [];
+    // Insert in an order unrelated to the key order.
+    for (let i = n - 1; i >= 0; i--) docs.push(doc(`d${i}`, `k${createHash('sha1').update(String(i)).digest('hex')}`));
+    await seed(s.db.sql, simpleSeed(docs));
+    const r = await get(s.url, exp('kb'));
+    t.equal(r.status, 200);
+    t.equal(r.json.documents.length, n);
+    t.equal(r.json.meta.count, n);
+    t.equal(new Set(r.json.documents.map((d: Doc) => d.id)).size, n, 'no duplicates across batch boundaries');
+    const keys: string[] = r.json.documents.map((d: Doc) => d.orderKey);
+    t.same(keys, [...keys].sort(), 'ordered across batch boundaries');
+    const paged = await get(s.url, exp('kb', '?page=2&limit=10&offset=5&cursor=abc'));
+    t.equal(paged.json.meta.count, n, 'pagination-like parameters are ignored');
+  },
+);

@@ -166,7 +166,10 @@ t.test('the body streams in chunks and parses incrementally (D6.2, export-api.md
 
   t.ok(chunks > 5, `body arrived in several chunks (${chunks})`);
   t.ok(bytes > 2_000_000, `body is several MB (${bytes} bytes)`);
-  t.ok(bytesAtFirstDoc >= 0 && bytesAtFirstDoc < bytes / 2, `first document parsed after ${bytesAtFirstDoc} of ${bytes} bytes`);
+  t.ok(
+    bytesAtFirstDoc >= 0 && bytesAtFirstDoc < bytes / 2,
+    `first document parsed after ${bytesAtFirstDoc} of ${bytes} bytes`,
+  );
   t.ok(docsBeforeEnd > 0, `${docsBeforeEnd} documents parsed before the response ended`);
   t.equal(ids.length, big.ids.length, 'full count');
   t.strictSame(ids, big.ids, 'same documents in the same order (D1)');
@@ -179,7 +182,11 @@ t.test('the body streams in chunks and parses incrementally (D6.2, export-api.md
 });
 
 t.test('rewrite workers give the same body byte for byte as rewriting on the event loop', async (t) => {
-  const inline = await startServer(t, { EXPORT_BATCH_SIZE: '50', REWRITE_WORKERS: '0', EXPORT_CACHE_BYTES: '0' }, shared);
+  const inline = await startServer(
+    t,
+    { EXPORT_BATCH_SIZE: '50', REWRITE_WORKERS: '0', EXPORT_CACHE_BYTES: '0' },
+    shared,
+  );
   // Every batch with a flagged contentHtml goes to the two workers, whatever its size.
   const workers = await startServer(
     t,
@@ -209,7 +216,13 @@ function workerFixture(name: string): URL {
 
 t.test('a rewrite worker that dies before the first byte: a 500 EXPORT_FAILED envelope (D6.2)', async (t) => {
   // Stored plans would let the batch skip the worker: every flagged row goes to it here.
-  const env = { EXPORT_BATCH_SIZE: '50', REWRITE_OFFLOAD_BYTES: '0', EXPORT_CACHE_BYTES: '0', REWRITE_PLANS: 'false', REWRITE_WORKERS: '1' };
+  const env = {
+    EXPORT_BATCH_SIZE: '50',
+    REWRITE_OFFLOAD_BYTES: '0',
+    EXPORT_CACHE_BYTES: '0',
+    REWRITE_PLANS: 'false',
+    REWRITE_WORKERS: '1',
+  };
   const server = await startServer(t, env, shared, { workerUrl: workerFixture('exits-worker') });
   const res = await request(exportUrl(server), { headers: AUTH });
   t.equal(res.statusCode, 500, 'the first batch killed the worker');
@@ -217,7 +230,13 @@ t.test('a rewrite worker that dies before the first byte: a 500 EXPORT_FAILED en
 });
 
 t.test('a rewrite worker that dies after the first byte: the body aborts, never parseable (D6.3)', async (t) => {
-  const env = { EXPORT_BATCH_SIZE: '50', REWRITE_OFFLOAD_BYTES: '0', EXPORT_CACHE_BYTES: '0', REWRITE_PLANS: 'false', REWRITE_WORKERS: '1' };
+  const env = {
+    EXPORT_BATCH_SIZE: '50',
+    REWRITE_OFFLOAD_BYTES: '0',
+    EXPORT_CACHE_BYTES: '0',
+    REWRITE_PLANS: 'false',
+    REWRITE_WORKERS: '1',
+  };
   const server = await startServer(t, env, shared, { workerUrl: workerFixture('second-batch-exits-worker') });
   const res = await request(exportUrl(server), { headers: AUTH });
   t.equal(res.statusCode, 200, 'the first batch was rewritten');
@@ -232,7 +251,10 @@ t.test('a rewrite worker that dies after the first byte: the body aborts, never 
 
 t.test("the snapshot's idle allowance is raised for the first batch before it is rewritten (D8.7)", async (t) => {
   const db = await createTestDatabase(t);
-  await seed(db.sql, simpleSeed([doc('d1', 'a0', { contentHtml: '<img src="a.png">' }), doc('d2', 'a1', { contentHtml: '<p>x</p>' })]));
+  await seed(
+    db.sql,
+    simpleSeed([doc('d1', 'a0', { contentHtml: '<img src="a.png">' }), doc('d2', 'a1', { contentHtml: '<p>x</p>' })]),
+  );
   const env = { REWRITE_OFFLOAD_BYTES: '0', EXPORT_CACHE_BYTES: '0', REWRITE_PLANS: 'false', REWRITE_WORKERS: '1' };
   const server = await startServer(t, env, db, { workerUrl: workerFixture('held-worker') });
   const worker = new BroadcastChannel(HELD_WORKER_CHANNEL);
@@ -244,7 +266,11 @@ t.test("the snapshot's idle allowance is raised for the first batch before it is
   // cursor's FETCH unless the allowance was raised.
   const last = await lastStatement(db, 'SET LOCAL idle_in_transaction_session_timeout', 5000);
   worker.postMessage('release');
-  t.match(last, /^SET LOCAL idle_in_transaction_session_timeout = \d+$/, `raised while the first batch was held: ${last}`);
+  t.match(
+    last,
+    /^SET LOCAL idle_in_transaction_session_timeout = \d+$/,
+    `raised while the first batch was held: ${last}`,
+  );
   const body = await (await res).body.text();
   t.same(idsOf(body), ['d1', 'd2'], 'then the export completes');
   t.match(body, /src=\\"\/media\/a.png\\"/, 'rewritten by the worker');
@@ -274,20 +300,30 @@ t.test('database connection killed mid-export aborts the response, never a parse
   t.strictSame(idsOf(await next.body.text()), big.ids, 'the next export is complete');
 });
 
-t.test('an error in the book lookup/cursor declaration is a 500 EXPORT_FAILED envelope with no internals (D6.2, section 7)', async (t) => {
-  const server = await startServer(t, {});
-  await seed(server.db.sql, simpleSeed([{ id: 'd1', slug: 'd1', name: 'D1', type: 'document', orderKey: 'a0', status: 1 }]));
-  await server.db.sql.unsafe('ALTER TABLE documents RENAME TO documents_moved');
-  const res = await request(exportUrl(server), { headers: AUTH });
-  const text = await res.body.text();
-  t.equal(res.statusCode, 500);
-  t.match(res.headers['content-type'], /^application\/json/);
-  const body = JSON.parse(text) as Record<string, unknown>;
-  t.strictSame(Object.keys(body).sort(), ['code', 'message', 'success'], 'the flat envelope');
-  t.equal(body.success, false);
-  t.equal(body.code, 'EXPORT_FAILED');
-  t.notMatch(text, /documents|relation|SELECT|DECLARE|FETCH|cursor|postgres|\bat \S+:\d+|\.ts|\.js|42P01/i, 'no SQL, no stack, no driver detail');
-});
+t.test(
+  'an error in the book lookup/cursor declaration is a 500 EXPORT_FAILED envelope with no internals (D6.2, section 7)',
+  async (t) => {
+    const server = await startServer(t, {});
+    await seed(
+      server.db.sql,
+      simpleSeed([{ id: 'd1', slug: 'd1', name: 'D1', type: 'document', orderKey: 'a0', status: 1 }]),
+    );
+    await server.db.sql.unsafe('ALTER TABLE documents RENAME TO documents_moved');
+    const res = await request(exportUrl(server), { headers: AUTH });
+    const text = await res.body.text();
+    t.equal(res.statusCode, 500);
+    t.match(res.headers['content-type'], /^application\/json/);
+    const body = JSON.parse(text) as Record<string, unknown>;
+    t.strictSame(Object.keys(body).sort(), ['code', 'message', 'success'], 'the flat envelope');
+    t.equal(body.success, false);
+    t.equal(body.code, 'EXPORT_FAILED');
+    t.notMatch(
+      text,
+      /documents|relation|SELECT|DECLARE|FETCH|cursor|postgres|\bat \S+:\d+|\.ts|\.js|42P01/i,
+      'no SQL, no stack, no driver detail',
+    );
+  },
+);
 
 /**
  * A server whose `documents` is a view over the real table, with content_str computed by `expr`
@@ -298,7 +334,12 @@ t.test('an error in the book lookup/cursor declaration is a 500 EXPORT_FAILED en
 async function viewServer(t: { teardown(fn: () => unknown): void }) {
   const server = await startServer(t, { EXPORT_BATCH_SIZE: '5', STALL_TIMEOUT_MS: '20000' });
   const docs = Array.from({ length: 40 }, (_, i) => ({
-    id: `d${String(i).padStart(2, '0')}`, slug: `s${i}`, name: `D${i}`, type: 'document', orderKey: `a${String(i).padStart(2, '0')}`, status: 1,
+    id: `d${String(i).padStart(2, '0')}`,
+    slug: `s${i}`,
+    name: `D${i}`,
+    type: 'document',
+    orderKey: `a${String(i).padStart(2, '0')}`,
+    status: 1,
     contentStr: 'x'.repeat(4000),
   }));
   await seed(server.db.sql, simpleSeed(docs));
@@ -317,12 +358,14 @@ async function viewServer(t: { teardown(fn: () => unknown): void }) {
   return { server, setContent, ids: docs.map((d) => d.id) };
 }
 
-t.test('an error in the first batch is a 500 EXPORT_FAILED envelope; in a later batch it aborts (D6.2, D6.3)', async (t) => {
-  const { server, setContent } = await viewServer(t);
-  // The size cursor (decisions.md D8.4) computes every row's content_str first, so the view fails
-  // the second time a transaction computes the row: when the export cursor itself reaches it.
-  // (Declared STABLE so the view is flattened and rows are computed as the cursors reach them.)
-  await server.db.sql.unsafe(`
+t.test(
+  'an error in the first batch is a 500 EXPORT_FAILED envelope; in a later batch it aborts (D6.2, D6.3)',
+  async (t) => {
+    const { server, setContent } = await viewServer(t);
+    // The size cursor (decisions.md D8.4) computes every row's content_str first, so the view fails
+    // the second time a transaction computes the row: when the export cursor itself reaches it.
+    // (Declared STABLE so the view is flattened and rows are computed as the cursors reach them.)
+    await server.db.sql.unsafe(`
     CREATE FUNCTION fail_second(id text, target text, v text) RETURNS text STABLE LANGUAGE plpgsql AS $$
     BEGIN
       IF id = target THEN
@@ -331,28 +374,29 @@ t.test('an error in the first batch is a 500 EXPORT_FAILED envelope; in a later 
       END IF;
       RETURN v;
     END $$`);
-  const failAt = (id: string) => setContent(`fail_second(id, '${id}', content_str)`);
+    const failAt = (id: string) => setContent(`fail_second(id, '${id}', content_str)`);
 
-  await failAt('d02'); // first batch (rows d00–d04)
-  const first = await request(exportUrl(server), { headers: AUTH });
-  const text = await first.body.text();
-  t.equal(first.statusCode, 500, 'first-batch failure: nothing was sent yet');
-  const env = JSON.parse(text) as Record<string, unknown>;
-  t.equal(env.success, false);
-  t.equal(env.code, 'EXPORT_FAILED');
-  t.notMatch(text, /division|zero|22012|documents|SELECT|FETCH|\.ts|\.js/i, 'no internal detail');
-  await waitReleased(server.db, 5000);
+    await failAt('d02'); // first batch (rows d00–d04)
+    const first = await request(exportUrl(server), { headers: AUTH });
+    const text = await first.body.text();
+    t.equal(first.statusCode, 500, 'first-batch failure: nothing was sent yet');
+    const env = JSON.parse(text) as Record<string, unknown>;
+    t.equal(env.success, false);
+    t.equal(env.code, 'EXPORT_FAILED');
+    t.notMatch(text, /division|zero|22012|documents|SELECT|FETCH|\.ts|\.js/i, 'no internal detail');
+    await waitReleased(server.db, 5000);
 
-  await failAt('d35');
-  const later = await request(exportUrl(server), { headers: AUTH });
-  t.equal(later.statusCode, 200, 'later failure: the status was already sent');
-  const { text: partial, error } = await drain(later.body, []);
-  t.ok(error, 'the body errored');
-  t.throws(() => JSON.parse(partial), 'truncated body does not parse');
-  t.notOk(partial.endsWith('}}'), 'no closing');
-  t.notMatch(partial, /division|22012/i, 'the cause did not reach the client');
-  await waitReleased(server.db, 5000);
-});
+    await failAt('d35');
+    const later = await request(exportUrl(server), { headers: AUTH });
+    t.equal(later.statusCode, 200, 'later failure: the status was already sent');
+    const { text: partial, error } = await drain(later.body, []);
+    t.ok(error, 'the body errored');
+    t.throws(() => JSON.parse(partial), 'truncated body does not parse');
+    t.notOk(partial.endsWith('}}'), 'no closing');
+    t.notMatch(partial, /division|22012/i, 'the cause did not reach the client');
+    await waitReleased(server.db, 5000);
+  },
+);
 
 t.test('backend killed while a FETCH is in flight: the response aborts and the server lives on (D6.3)', async (t) => {
   const { server, setContent, ids } = await viewServer(t);
@@ -381,19 +425,28 @@ t.test('backend killed while a FETCH is in flight: the response aborts and the s
   t.throws(() => JSON.parse(text));
   t.notOk(text.endsWith('}}'));
 
-  await server.db.sql.unsafe(`CREATE OR REPLACE FUNCTION slow_at(id text, v text) RETURNS text STABLE LANGUAGE sql AS 'SELECT v'`);
+  await server.db.sql.unsafe(
+    `CREATE OR REPLACE FUNCTION slow_at(id text, v text) RETURNS text STABLE LANGUAGE sql AS 'SELECT v'`,
+  );
   const next = await request(exportUrl(server), { headers: AUTH });
   t.equal(next.statusCode, 200, 'the server is alive and its pool reconnects');
   t.strictSame(idsOf(await next.body.text()), ids);
 });
 
 t.test('a client abort releases the export connection at once; the next export is served (D6.4)', async (t) => {
-  const server = await startServer(t, { EXPORT_BATCH_SIZE: '20', EXPORT_CONCURRENCY: '1', STALL_TIMEOUT_MS: '60000' }, shared);
+  const server = await startServer(
+    t,
+    { EXPORT_BATCH_SIZE: '20', EXPORT_CONCURRENCY: '1', STALL_TIMEOUT_MS: '60000' },
+    shared,
+  );
   const res = await request(exportUrl(server), { headers: AUTH });
   t.equal(res.statusCode, 200);
   await readOneChunk(res.body);
   await waitInTransaction(shared);
-  t.ok((await busyExportBackends(shared)).length >= 1, 'the export holds its transaction while the client is connected');
+  t.ok(
+    (await busyExportBackends(shared)).length >= 1,
+    'the export holds its transaction while the client is connected',
+  );
   res.body.destroy();
   const ms = await waitReleased(shared, 5000);
   t.ok(ms <= 5000, `transaction ended ${ms} ms after the abort (long before the 60 s stall timeout)`);
@@ -423,7 +476,10 @@ t.test('a stalled reader is dropped and its transaction ends within a bounded ti
   const next = await request(exportUrl(server), { headers: AUTH });
   t.equal(next.statusCode, 200);
   const whole = await next.body.text();
-  t.ok(Buffer.byteLength(text) < Buffer.byteLength(whole), `the body is truncated (${Buffer.byteLength(text)} of ${Buffer.byteLength(whole)} bytes)`);
+  t.ok(
+    Buffer.byteLength(text) < Buffer.byteLength(whole),
+    `the body is truncated (${Buffer.byteLength(text)} of ${Buffer.byteLength(whole)} bytes)`,
+  );
   t.strictSame(idsOf(whole), big.ids, 'the server still serves the next export');
 });
 
@@ -454,7 +510,11 @@ t.test('the export is one snapshot taken at its start (D6.1)', async (t) => {
   t.error(error, 'the export completed');
   const body = JSON.parse(text) as { documents: { id: string; name: string }[]; meta: { count: number } };
   t.equal(body.meta.count, data.ids.length, 'count as at the start');
-  t.strictSame(body.documents.map((d) => d.id), data.ids, 'exactly the ids as at the start, in order');
+  t.strictSame(
+    body.documents.map((d) => d.id),
+    data.ids,
+    'exactly the ids as at the start, in order',
+  );
   t.equal(body.documents.find((d) => d.id === nearEnd)?.name, before!.name, 'the update is not seen');
 
   // The next export sees the changes.
@@ -467,7 +527,11 @@ t.test('the export is one snapshot taken at its start (D6.1)', async (t) => {
 });
 
 t.test('EXPORT_CONCURRENCY=1: a second export waits and completes; key lookups are not starved', async (t) => {
-  const server = await startServer(t, { EXPORT_BATCH_SIZE: '20', EXPORT_CONCURRENCY: '1', STALL_TIMEOUT_MS: '20000' }, shared);
+  const server = await startServer(
+    t,
+    { EXPORT_BATCH_SIZE: '20', EXPORT_CONCURRENCY: '1', STALL_TIMEOUT_MS: '20000' },
+    shared,
+  );
   // The first export holds the only export connection: its client reads one chunk, then pauses.
   const first = await request(exportUrl(server), { headers: AUTH });
   t.equal(first.statusCode, 200);

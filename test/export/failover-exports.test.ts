@@ -27,42 +27,58 @@ await sql.unsafe(`
   FROM generate_series(1, 8) i`);
 await pair.waitForReplay();
 
-t.test('the primary stops and the standby is promoted: the export in flight aborts, the next ones are served', async (t) => {
-  const server = await startServer(t, { EXPORT_CACHE_BYTES: '0', MIN_DRAIN_BYTES_PER_S: '0', DB_TIMEOUT_MS: '2000' }, { name: 'postgres', url, sql });
-  const kb = `${server.url}/api/v1/open/books/kb/docs`;
-  const first = await rawGet(kb, { authorization: 'Bearer kbx_u1' });
-  t.ok(first.status === 200 && first.complete, 'served by the primary');
+t.test(
+  'the primary stops and the standby is promoted: the export in flight aborts, the next ones are served',
+  async (t) => {
+    const server = await startServer(
+      t,
+      { EXPORT_CACHE_BYTES: '0', MIN_DRAIN_BYTES_PER_S: '0', DB_TIMEOUT_MS: '2000' },
+      { name: 'postgres', url, sql },
+    );
+    const kb = `${server.url}/api/v1/open/books/kb/docs`;
+    const first = await rawGet(kb, { authorization: 'Bearer kbx_u1' });
+    t.ok(first.status === 200 && first.complete, 'served by the primary');
 
-  const reader = slowReader(`${server.url}/api/v1/open/books/big/docs`, { authorization: 'Bearer kbx_u2' }, 256 * 1024);
-  t.teardown(() => reader.abort());
-  for (const until = Date.now() + 10_000; reader.received < 64 * 1024 && Date.now() < until; ) await new Promise((r) => setTimeout(r, 25));
-  t.equal(reader.peek().status, 200, 'an export streams');
-  await primary.stop();
-  reader.setRate(Infinity);
-  const cut = await reader.done;
-  t.notOk(cut.complete, 'the export in flight on the old primary is aborted, never whole (D6.3)');
+    const reader = slowReader(
+      `${server.url}/api/v1/open/books/big/docs`,
+      { authorization: 'Bearer kbx_u2' },
+      256 * 1024,
+    );
+    t.teardown(() => reader.abort());
+    for (const until = Date.now() + 10_000; reader.received < 64 * 1024 && Date.now() < until;)
+      await new Promise((r) => setTimeout(r, 25));
+    t.equal(reader.peek().status, 200, 'an export streams');
+    await primary.stop();
+    reader.setRate(Infinity);
+    const cut = await reader.done;
+    t.notOk(cut.complete, 'the export in flight on the old primary is aborted, never whole (D6.3)');
 
-  await pair.promote();
-  let served: Awaited<ReturnType<typeof rawGet>> | null = null;
-  for (const until = Date.now() + 20_000; Date.now() < until; ) {
-    const res = await rawGet(kb, { authorization: 'Bearer kbx_u1' }, { deadlineMs: 10_000 });
-    if (res.status === 200) {
-      served = res;
-      break;
+    await pair.promote();
+    let served: Awaited<ReturnType<typeof rawGet>> | null = null;
+    for (const until = Date.now() + 20_000; Date.now() < until;) {
+      const res = await rawGet(kb, { authorization: 'Bearer kbx_u1' }, { deadlineMs: 10_000 });
+      if (res.status === 200) {
+        served = res;
+        break;
+      }
+      t.equal(res.status, 503, 'until then, 503 (D8.5)');
+      await new Promise((r) => setTimeout(r, 200));
     }
-    t.equal(res.status, 503, 'until then, 503 (D8.5)');
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  t.ok(served?.complete, 'the promoted standby serves a whole export, without a restart');
-  t.equal(served?.body.toString(), first.body.toString(), 'the same body as before the failover');
-  const big = await rawGet(`${server.url}/api/v1/open/books/big/docs`, { authorization: 'Bearer kbx_u2' });
-  t.ok(big.status === 200 && big.complete, 'and the large one, whole');
-  let ready = 0;
-  for (const until = Date.now() + 10_000; ready !== 200 && Date.now() < until; ) {
-    ready = (await call(server.url, '/readyz', { auth: null })).status;
-    if (ready !== 200) await new Promise((r) => setTimeout(r, 200));
-  }
-  t.equal(ready, 200, '/readyz follows the new primary (D11.7)');
-  await sql`UPDATE documents SET name = 'After failover' WHERE id = 'd1'`;
-  t.match((await call(server.url, '/api/v1/open/books/kb/docs')).text, /After failover/, 'writes on the new primary show in the next export');
-});
+    t.ok(served?.complete, 'the promoted standby serves a whole export, without a restart');
+    t.equal(served?.body.toString(), first.body.toString(), 'the same body as before the failover');
+    const big = await rawGet(`${server.url}/api/v1/open/books/big/docs`, { authorization: 'Bearer kbx_u2' });
+    t.ok(big.status === 200 && big.complete, 'and the large one, whole');
+    let ready = 0;
+    for (const until = Date.now() + 10_000; ready !== 200 && Date.now() < until;) {
+      ready = (await call(server.url, '/readyz', { auth: null })).status;
+      if (ready !== 200) await new Promise((r) => setTimeout(r, 200));
+    }
+    t.equal(ready, 200, '/readyz follows the new primary (D11.7)');
+    await sql`UPDATE documents SET name = 'After failover' WHERE id = 'd1'`;
+    t.match(
+      (await call(server.url, '/api/v1/open/books/kb/docs')).text,
+      /After failover/,
+      'writes on the new primary show in the next export',
+    );
+  },
+);

@@ -35,104 +35,118 @@ const books = await seedGeneratedBooks(primary, specs);
 
 /** Recovery conflicts the standby has counted in this database. */
 const conflicts = async () =>
-  (await standby<{ n: number }[]>`
+  (
+    await standby<{ n: number }[]>`
     SELECT (confl_tablespace + confl_lock + confl_snapshot + confl_bufferpin + confl_deadlock)::int AS n
-    FROM pg_stat_database_conflicts WHERE datname = current_database()`)[0]!.n;
+    FROM pg_stat_database_conflicts WHERE datname = current_database()`
+  )[0]!.n;
 
-t.test("a slow export from the standby is whole while the service's housekeeping runs, and replay never waits for it", async (t) => {
-  // The pruning's steady state: horizon samples older than the retention, the floor moved once.
-  await primary`
+t.test(
+  "a slow export from the standby is whole while the service's housekeeping runs, and replay never waits for it",
+  async (t) => {
+    // The pruning's steady state: horizon samples older than the retention, the floor moved once.
+    await primary`
     INSERT INTO change_horizons (taken_at, snapshot_xmin)
     SELECT now() - interval '3 days' - i * interval '5 minutes', pg_snapshot_xmin(pg_current_snapshot()) FROM generate_series(0, 20) i`;
-  let prunings = 0;
-  const failures: unknown[] = [];
-  let firstRun!: () => void;
-  const ranOnce = new Promise<void>((resolve) => (firstRun = resolve));
-  const pruning = startChangePruning(primary, {
-    retentionDays: 1,
-    everyMs: 100,
-    onPruned: () => {
-      if (++prunings === 1) firstRun();
-    },
-    onError: (err) => failures.push(err),
-  });
-  t.teardown(() => pruning.stop());
-  await ranOnce;
-  await primary`VACUUM ANALYZE`;
-  await pair.waitForReplay(60_000);
+    let prunings = 0;
+    const failures: unknown[] = [];
+    let firstRun!: () => void;
+    const ranOnce = new Promise<void>((resolve) => (firstRun = resolve));
+    const pruning = startChangePruning(primary, {
+      retentionDays: 1,
+      everyMs: 100,
+      onPruned: () => {
+        if (++prunings === 1) firstRun();
+      },
+      onError: (err) => failures.push(err),
+    });
+    t.teardown(() => pruning.stop());
+    await ranOnce;
+    await primary`VACUUM ANALYZE`;
+    await pair.waitForReplay(60_000);
 
-  const server = await startServer(
-    t,
-    {
-      DATABASE_REPLICA_URL: pair.standby.url,
-      REPLICA_CHECK_INTERVAL_MS: '200',
-      EXPORT_CACHE_BYTES: '0',
-      MIN_DRAIN_BYTES_PER_S: '0',
-      EXPORT_MAX_DURATION_MS: String(EXPORT_MAX_DURATION_MS),
-    },
-    { name: 'postgres', url: pair.primary.url, sql: primary },
-  );
-  const auth = { authorization: 'Bearer kbx_u1' };
-  const before = await conflicts();
-  const prunedBefore = prunings;
+    const server = await startServer(
+      t,
+      {
+        DATABASE_REPLICA_URL: pair.standby.url,
+        REPLICA_CHECK_INTERVAL_MS: '200',
+        EXPORT_CACHE_BYTES: '0',
+        MIN_DRAIN_BYTES_PER_S: '0',
+        EXPORT_MAX_DURATION_MS: String(EXPORT_MAX_DURATION_MS),
+      },
+      { name: 'postgres', url: pair.primary.url, sql: primary },
+    );
+    const auth = { authorization: 'Bearer kbx_u1' };
+    const before = await conflicts();
+    const prunedBefore = prunings;
 
-  let exporting = true;
-  // The startup process replays WAL; it waits on a recovery conflict until the query ends or the delay runs out.
-  const waits: string[] = [];
-  const watch = (async () => {
-    while (exporting) {
-      const rows = await standby<{ w: string }[]>`
+    let exporting = true;
+    // The startup process replays WAL; it waits on a recovery conflict until the query ends or the delay runs out.
+    const waits: string[] = [];
+    const watch = (async () => {
+      while (exporting) {
+        const rows = await standby<{ w: string }[]>`
         SELECT wait_event_type || ':' || wait_event AS w FROM pg_stat_activity
         WHERE backend_type = 'startup' AND (wait_event LIKE 'RecoveryConflict%' OR wait_event_type IN ('Lock', 'BufferPin'))`;
-      waits.push(...rows.map((r) => r.w));
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  })();
-  let keyUses = 0;
-  const keys = (async () => {
-    for (let i = 0; exporting; i++) {
-      if ((await rawGet(`${server.url}/api/v1/open/books/other${i % 4}/docs?includeContentHtml=false`, auth)).status === 200) keyUses++;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  })();
-  let others = 0;
-  const otherExports = (async () => {
-    for (let i = 0; exporting; i++) {
-      if ((await rawGet(`${server.url}/api/v1/open/books/other${i % 4}/docs`, auth)).complete) others++;
-      await new Promise((r) => setTimeout(r, 2000));
-    }
-  })();
+        waits.push(...rows.map((r) => r.w));
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    let keyUses = 0;
+    const keys = (async () => {
+      for (let i = 0; exporting; i++) {
+        if (
+          (await rawGet(`${server.url}/api/v1/open/books/other${i % 4}/docs?includeContentHtml=false`, auth)).status ===
+          200
+        )
+          keyUses++;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    let others = 0;
+    const otherExports = (async () => {
+      for (let i = 0; exporting; i++) {
+        if ((await rawGet(`${server.url}/api/v1/open/books/other${i % 4}/docs`, auth)).complete) others++;
+        await new Promise((r) => setTimeout(r, 2000));
+      }
+    })();
 
-  const began = Date.now();
-  const reader = slowReader(`${server.url}/api/v1/open/books/big/docs`, auth, 300 * 1024, { keepRate: true });
-  t.teardown(() => reader.abort());
-  const res = await reader.done;
-  const seconds = (Date.now() - began) / 1000;
-  exporting = false;
-  await Promise.all([watch, keys, otherExports, pruning.stop()]);
-  const plans = (await server.app.metrics.registry.getSingleMetric('kb_export_rewrite_plans_total')!.get()).values;
-  // The export's session reports its statistics, a conflict count with them, when it ends.
-  await server.app.close();
+    const began = Date.now();
+    const reader = slowReader(`${server.url}/api/v1/open/books/big/docs`, auth, 300 * 1024, { keepRate: true });
+    t.teardown(() => reader.abort());
+    const res = await reader.done;
+    const seconds = (Date.now() - began) / 1000;
+    exporting = false;
+    await Promise.all([watch, keys, otherExports, pruning.stop()]);
+    const plans = (await server.app.metrics.registry.getSingleMetric('kb_export_rewrite_plans_total')!.get()).values;
+    // The export's session reports its statistics, a conflict count with them, when it ends.
+    await server.app.close();
 
-  t.equal(res.status, 200);
-  t.ok(res.complete, 'the body got its terminating chunk');
-  const body = JSON.parse(res.body.toString()) as { documents: { id: string }[]; meta: { count: number } };
-  const expected = books.get('big')!.ids;
-  t.equal(body.meta.count, body.documents.length, 'meta.count is the number of documents');
-  t.same(
-    body.documents.map((d) => d.id),
-    expected,
-    `all ${expected.length} documents, in order`,
-  );
-  t.ok(seconds > 25, `read slowly: ${res.body.length} bytes in ${seconds.toFixed(1)} s`);
-  t.ok(prunings - prunedBefore > 100, `the pruning ran ${prunings - prunedBefore} times meanwhile`);
-  t.same(failures, []);
-  t.ok(keyUses > 50, `${keyUses} other requests verified their key`);
-  t.ok(others > 5, `${others} other exports`);
-  const written = plans.find((v) => v.labels.outcome === 'written')?.value ?? 0;
-  t.ok(written > 1000, `${written} rewrite plans written behind the exports`);
-  t.same(waits, [], "the standby's replay never waited on a recovery conflict");
-  let after = await conflicts();
-  for (const until = Date.now() + 2000; after === before && Date.now() < until; await new Promise((r) => setTimeout(r, 100))) after = await conflicts();
-  t.equal(after, before, 'the standby cancelled nothing');
-});
+    t.equal(res.status, 200);
+    t.ok(res.complete, 'the body got its terminating chunk');
+    const body = JSON.parse(res.body.toString()) as { documents: { id: string }[]; meta: { count: number } };
+    const expected = books.get('big')!.ids;
+    t.equal(body.meta.count, body.documents.length, 'meta.count is the number of documents');
+    t.same(
+      body.documents.map((d) => d.id),
+      expected,
+      `all ${expected.length} documents, in order`,
+    );
+    t.ok(seconds > 25, `read slowly: ${res.body.length} bytes in ${seconds.toFixed(1)} s`);
+    t.ok(prunings - prunedBefore > 100, `the pruning ran ${prunings - prunedBefore} times meanwhile`);
+    t.same(failures, []);
+    t.ok(keyUses > 50, `${keyUses} other requests verified their key`);
+    t.ok(others > 5, `${others} other exports`);
+    const written = plans.find((v) => v.labels.outcome === 'written')?.value ?? 0;
+    t.ok(written > 1000, `${written} rewrite plans written behind the exports`);
+    t.same(waits, [], "the standby's replay never waited on a recovery conflict");
+    let after = await conflicts();
+    for (
+      const until = Date.now() + 2000;
+      after === before && Date.now() < until;
+      await new Promise((r) => setTimeout(r, 100))
+    )
+      after = await conflicts();
+    t.equal(after, before, 'the standby cancelled nothing');
+  },
+);

@@ -65,8 +65,12 @@ async function until(what: string, ok: () => Promise<boolean>, timeoutMs = 10_00
 const KB = '/api/v1/open/books/kb/docs';
 const tolerant = await server(60_000);
 
-t.test("a slowly read export holds its snapshot on the standby, and none on the primary", async (t) => {
-  const reader = slowReader(`${tolerant.url}/api/v1/open/books/big/docs`, { authorization: 'Bearer kbx_u2' }, 256 * 1024);
+t.test('a slowly read export holds its snapshot on the standby, and none on the primary', async (t) => {
+  const reader = slowReader(
+    `${tolerant.url}/api/v1/open/books/big/docs`,
+    { authorization: 'Bearer kbx_u2' },
+    256 * 1024,
+  );
   t.teardown(() => reader.abort());
   await until('the export streams', async () => reader.peek().status === 200);
   t.equal(await snapshotsOn(pair.standby), 1, "the export's snapshot is on the standby");
@@ -77,39 +81,56 @@ t.test("a slowly read export holds its snapshot on the standby, and none on the 
   await until('the snapshot ends', async () => (await snapshotsOn(pair.standby)) === 0);
 });
 
-t.test("replay paused: body, ETag and 304 are the standby's; a key revoked on the primary is refused at once", async (t) => {
-  const before = await call(tolerant.url, KB);
-  t.equal(before.status, 200);
-  await pair.pauseReplay();
-  t.teardown(() => pair.resumeReplay());
-  await primary`UPDATE documents SET name = 'Renamed on the primary' WHERE id = 'd1'`;
-  const version = (node: PgNode) => node.query((sql) => sql<{ v: string }[]>`SELECT export_version::text AS v FROM books WHERE id = 'b-u1'`).then((r) => r[0]!.v);
-  t.not(await version(pair.standby), await version(pair.primary), 'the standby is behind the primary');
+t.test(
+  "replay paused: body, ETag and 304 are the standby's; a key revoked on the primary is refused at once",
+  async (t) => {
+    const before = await call(tolerant.url, KB);
+    t.equal(before.status, 200);
+    await pair.pauseReplay();
+    t.teardown(() => pair.resumeReplay());
+    await primary`UPDATE documents SET name = 'Renamed on the primary' WHERE id = 'd1'`;
+    const version = (node: PgNode) =>
+      node
+        .query((sql) => sql<{ v: string }[]>`SELECT export_version::text AS v FROM books WHERE id = 'b-u1'`)
+        .then((r) => r[0]!.v);
+    t.not(await version(pair.standby), await version(pair.primary), 'the standby is behind the primary');
 
-  const behind = await call(tolerant.url, KB);
-  t.equal(behind.status, 200);
-  t.equal(behind.text, before.text, "the standby's body, without the change");
-  t.equal(behind.headers.etag, before.headers.etag, 'under the ETag of that body');
-  const cached = await call(tolerant.url, KB, { headers: { 'if-none-match': String(before.headers.etag) } });
-  t.equal(cached.status, 304, "If-None-Match of the standby's ETag is 304");
+    const behind = await call(tolerant.url, KB);
+    t.equal(behind.status, 200);
+    t.equal(behind.text, before.text, "the standby's body, without the change");
+    t.equal(behind.headers.etag, before.headers.etag, 'under the ETag of that body');
+    const cached = await call(tolerant.url, KB, { headers: { 'if-none-match': String(before.headers.etag) } });
+    t.equal(cached.status, 304, "If-None-Match of the standby's ETag is 304");
 
-  await primary`UPDATE api_keys SET revoked_at = now() WHERE id = 'k-u1'`;
-  t.teardown(() => primary`UPDATE api_keys SET revoked_at = NULL WHERE id = 'k-u1'`.then(() => pair.waitForReplay()));
-  t.equal((await call(tolerant.url, KB)).status, 401, 'the revoked key is refused though the standby has not seen the revocation');
-  await primary`UPDATE api_keys SET revoked_at = NULL WHERE id = 'k-u1'`;
+    await primary`UPDATE api_keys SET revoked_at = now() WHERE id = 'k-u1'`;
+    t.teardown(() => primary`UPDATE api_keys SET revoked_at = NULL WHERE id = 'k-u1'`.then(() => pair.waitForReplay()));
+    t.equal(
+      (await call(tolerant.url, KB)).status,
+      401,
+      'the revoked key is refused though the standby has not seen the revocation',
+    );
+    await primary`UPDATE api_keys SET revoked_at = NULL WHERE id = 'k-u1'`;
 
-  await pair.resumeReplay();
-  await pair.waitForReplay();
-  const after = await call(tolerant.url, KB);
-  t.equal(after.status, 200);
-  t.match(after.text, /Renamed on the primary/, 'once replayed, the new body');
-  t.not(after.headers.etag, before.headers.etag, 'under a new ETag');
-  t.equal((await call(tolerant.url, KB, { headers: { 'if-none-match': String(before.headers.etag) } })).status, 200, 'the old ETag no longer matches');
-});
+    await pair.resumeReplay();
+    await pair.waitForReplay();
+    const after = await call(tolerant.url, KB);
+    t.equal(after.status, 200);
+    t.match(after.text, /Renamed on the primary/, 'once replayed, the new body');
+    t.not(after.headers.etag, before.headers.etag, 'under a new ETag');
+    t.equal(
+      (await call(tolerant.url, KB, { headers: { 'if-none-match': String(before.headers.etag) } })).status,
+      200,
+      'the old ETag no longer matches',
+    );
+  },
+);
 
 t.test('a standby lost since its last check: the request reads the primary instead of failing', async (t) => {
   const unaware = await server(60_000, 60_000);
-  t.ok(await metric(unaware, /kb_export_replica_state\{standby="0",state="usable"\} 1/), 'the standby was usable at the check');
+  t.ok(
+    await metric(unaware, /kb_export_replica_state\{standby="0",state="usable"\} 1/),
+    'the standby was usable at the check',
+  );
   await pair.standby.stop();
   t.teardown(async () => {
     await pair.standby.start();
@@ -118,7 +139,10 @@ t.test('a standby lost since its last check: the request reads the primary inste
   const res = await call(unaware.url, KB);
   t.equal(res.status, 200, 'served from the primary');
   t.match(res.text, /"meta":\{"count":2\}\}/);
-  t.ok(await metric(unaware, /kb_export_replica_state\{standby="0",state="usable"\} 1/), 'before any check noticed the standby is gone');
+  t.ok(
+    await metric(unaware, /kb_export_replica_state\{standby="0",state="usable"\} 1/),
+    'before any check noticed the standby is gone',
+  );
 });
 
 t.test('a standby past REPLICA_MAX_LAG_MS, then stopped: exports from the primary, /readyz 200', async (t) => {
@@ -126,22 +150,36 @@ t.test('a standby past REPLICA_MAX_LAG_MS, then stopped: exports from the primar
   await pair.pauseReplay();
   t.teardown(() => pair.resumeReplay());
   await primary`UPDATE documents SET name = 'Only on the primary' WHERE id = 'd2'`;
-  await until('the standby counts as lagging', () => metric(strict, /kb_export_replica_state\{standby="0",state="lagging"\} 1/));
+  await until('the standby counts as lagging', () =>
+    metric(strict, /kb_export_replica_state\{standby="0",state="lagging"\} 1/),
+  );
   const lagging = await call(strict.url, KB);
   t.equal(lagging.status, 200);
   t.match(lagging.text, /Only on the primary/, "the primary's body");
-  t.ok(await metric(strict, /kb_export_replica_fallbacks_total\{reason="no_usable_standby"\} [1-9]/), 'the fallback is counted');
+  t.ok(
+    await metric(strict, /kb_export_replica_fallbacks_total\{reason="no_usable_standby"\} [1-9]/),
+    'the fallback is counted',
+  );
   const ready = await call(strict.url, '/readyz', { auth: null });
   t.same([ready.status, ready.json], [200, { status: 'ready' }], 'a lagging standby leaves the server ready (D11.7)');
 
   await pair.resumeReplay();
   await pair.standby.stop();
   t.teardown(() => pair.standby.start());
-  await until('the standby counts as down', () => metric(strict, /kb_export_replica_state\{standby="0",state="down"\} 1/));
+  await until('the standby counts as down', () =>
+    metric(strict, /kb_export_replica_state\{standby="0",state="down"\} 1/),
+  );
   const down = await call(strict.url, KB);
   t.equal(down.status, 200);
   t.match(down.text, /Only on the primary/);
-  t.equal((await call(strict.url, '/readyz', { auth: null })).status, 200, 'a lost standby does not make the server unready (D11.7)');
+  t.equal(
+    (await call(strict.url, '/readyz', { auth: null })).status,
+    200,
+    'a lost standby does not make the server unready (D11.7)',
+  );
   const text = (await call(strict.url, '/metrics', { auth: null })).text;
-  t.notOk(text.includes(String(pair.standby.port)) || text.includes('127.0.0.1'), 'metrics name no host or port (D10.6)');
+  t.notOk(
+    text.includes(String(pair.standby.port)) || text.includes('127.0.0.1'),
+    'metrics name no host or port (D10.6)',
+  );
 });

@@ -68,7 +68,8 @@ async function targets(base: string, slugs: string[]): Promise<Target[]> {
       const path = `/api/v1/open/books/${slug}/docs${query}`;
       const res = await rawGet(base + path, AUTH);
       const verdict = judgeExport(res, { ids: book.ids });
-      if (!verdict.ok || verdict.outcome !== 'complete') throw new Error(`${path} without faults is not whole: ${JSON.stringify(verdict)}`);
+      if (!verdict.ok || verdict.outcome !== 'complete')
+        throw new Error(`${path} without faults is not whole: ${JSON.stringify(verdict)}`);
       out.push({ name: `${slug}${query}`, path, ids: book.ids, body: res.body, rawBytes: res.raw.length });
     }
   }
@@ -84,16 +85,26 @@ function judgeAbort(res: AbortResult, target: Target): string | null {
   }
   if (res.status === 0) return null; // hung up before the status line and headers were in
   if (res.status !== 200) return `status ${res.status}: ${res.body.toString('utf8').slice(0, 200)}`;
-  return target.body.subarray(0, res.body.length).equals(res.body) ? null : 'the bytes received are not a prefix of the whole body';
+  return target.body.subarray(0, res.body.length).equals(res.body)
+    ? null
+    : 'the bytes received are not a prefix of the whole body';
 }
 
 /** A random offset in the response: a third of them in its first 64 KB, the rest anywhere (a few past its end). */
 function offset(rnd: () => number, target: Target): number {
-  return rnd() < 0.33 ? Math.floor(rnd() * Math.min(64 * 1024, target.rawBytes)) : Math.floor(rnd() * target.rawBytes * 1.02);
+  return rnd() < 0.33
+    ? Math.floor(rnd() * Math.min(64 * 1024, target.rawBytes))
+    : Math.floor(rnd() * target.rawBytes * 1.02);
 }
 
 /** `count` aborts in waves of three concurrent clients; returns the problems found. */
-async function abortMany(base: string, list: Target[], count: number, rnd: () => number, label: string): Promise<string[]> {
+async function abortMany(
+  base: string,
+  list: Target[],
+  count: number,
+  rnd: () => number,
+  label: string,
+): Promise<string[]> {
   const problems: string[] = [];
   for (let i = 0; i < count; i += 3) {
     const wave = [0, 1, 2].map(() => {
@@ -103,7 +114,8 @@ async function abortMany(base: string, list: Target[], count: number, rnd: () =>
     const results = await Promise.all(wave.map((w) => abortAt(base + w.target.path, AUTH, w.at)));
     results.forEach((res, j) => {
       const problem = judgeAbort(res, wave[j]!.target);
-      if (problem !== null) problems.push(`${label} abort ${i + j} (${wave[j]!.target.name} at byte ${wave[j]!.at}): ${problem}`);
+      if (problem !== null)
+        problems.push(`${label} abort ${i + j} (${wave[j]!.target.name} at byte ${wave[j]!.at}): ${problem}`);
     });
   }
   return problems;
@@ -119,7 +131,9 @@ const exportFilter = (applicationName: string) => ({ applicationName, database: 
  */
 async function assertSlotsFree(t: Test, base: string, applicationName: string, what: string): Promise<void> {
   const readers = [0, 1].map(() => slowReader(`${base}/api/v1/open/books/huge/docs`, AUTH, 16 * 1024));
-  const held = await waitForBackends(db.sql, exportFilter(applicationName), (b) => b.length === 2, { timeoutMs: 10_000 });
+  const held = await waitForBackends(db.sql, exportFilter(applicationName), (b) => b.length === 2, {
+    timeoutMs: 10_000,
+  });
   let heads = readers.map((r) => r.peek().status);
   for (let i = 0; i < 100 && heads.includes(0); i++) {
     await sleep(50);
@@ -129,8 +143,14 @@ async function assertSlotsFree(t: Test, base: string, applicationName: string, w
   t.strictSame(heads, [200, 200], `${what}: both clients have their status line`);
   for (const r of readers) r.abort();
   await Promise.all(readers.map((r) => r.done));
-  t.strictSame(await waitForNoBackends(db.sql, exportFilter(applicationName)), [], `${what}: hung up, they leave no snapshot`);
-  const next = judgeExport(await rawGet(`${base}/api/v1/open/books/medium/docs`, AUTH), { ids: books.get('medium')!.ids });
+  t.strictSame(
+    await waitForNoBackends(db.sql, exportFilter(applicationName)),
+    [],
+    `${what}: hung up, they leave no snapshot`,
+  );
+  const next = judgeExport(await rawGet(`${base}/api/v1/open/books/medium/docs`, AUTH), {
+    ids: books.get('medium')!.ids,
+  });
   t.strictSame(next, { ok: true, outcome: 'complete' }, `${what}: the next export is whole`);
 }
 
@@ -151,7 +171,11 @@ for (const workers of ['1', '0']) {
 }
 
 t.test(`a server process: RSS back near its baseline after ${PROCESS_ABORTS} aborts (seed ${SEED})`, async (t) => {
-  const proc = await startServerProcess({ databaseUrl: db.url, env: { ...ENV, REWRITE_WORKERS: '1' }, coverage: false });
+  const proc = await startServerProcess({
+    databaseUrl: db.url,
+    env: { ...ENV, REWRITE_WORKERS: '1' },
+    coverage: false,
+  });
   t.teardown(() => proc.stop());
   const list = await targets(proc.base, ['medium', 'large']);
   // Warm: the heap, the rewrite worker and the pool reach their working size before the baseline.
@@ -163,7 +187,9 @@ t.test(`a server process: RSS back near its baseline after ${PROCESS_ABORTS} abo
   const problems = await abortMany(proc.base, list, PROCESS_ABORTS, prng(SEED + 7), 'server process');
   // src/server.ts shuts down on an unhandled rejection or exception (close-with-grace).
   if (!(await isServing(proc.base, proc.pid))) {
-    t.fail(`seed ${SEED}: the server process stopped serving during the aborts (${problems.length} of ${PROCESS_ABORTS} clients saw something else than a prefix of the response)`);
+    t.fail(
+      `seed ${SEED}: the server process stopped serving during the aborts (${problems.length} of ${PROCESS_ABORTS} clients saw something else than a prefix of the response)`,
+    );
     return;
   }
   t.strictSame(problems, [], `seed ${SEED}: every client saw a prefix of the whole response`);
@@ -174,6 +200,11 @@ t.test(`a server process: RSS back near its baseline after ${PROCESS_ABORTS} abo
   const after = await proc.rss();
   const peakDuring = await proc.peakRss();
   const mb = (n: number) => `${(n / MB).toFixed(1)} MB`;
-  t.ok(after < before + 40 * MB, `seed ${SEED}: RSS ${mb(after)} after the aborts, ${mb(before)} before (margin 40 MB)`);
-  t.comment(`VmRSS ${mb(before)} -> ${mb(after)}; VmHWM ${mb(peakBefore)} while warming, ${mb(peakDuring)} during the aborts`);
+  t.ok(
+    after < before + 40 * MB,
+    `seed ${SEED}: RSS ${mb(after)} after the aborts, ${mb(before)} before (margin 40 MB)`,
+  );
+  t.comment(
+    `VmRSS ${mb(before)} -> ${mb(after)}; VmHWM ${mb(peakBefore)} while warming, ${mb(peakDuring)} during the aborts`,
+  );
 });

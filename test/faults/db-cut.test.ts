@@ -29,7 +29,13 @@ const RUNS = faultRuns(24);
 const PROCESS_RUNS = faultRuns(9);
 const AUTH = { authorization: 'Bearer kbx_u1' };
 // Small batches: an export is about 20 FETCHes, so a cut lands between, during or inside them.
-const ENV = { EXPORT_BATCH_SIZE: '8', EXPORT_CACHE_BYTES: '0', DB_TIMEOUT_MS: '2000', EXPORT_CONCURRENCY: '2', STALL_TIMEOUT_MS: '20000' };
+const ENV = {
+  EXPORT_BATCH_SIZE: '8',
+  EXPORT_CACHE_BYTES: '0',
+  DB_TIMEOUT_MS: '2000',
+  EXPORT_CONCURRENCY: '2',
+  STALL_TIMEOUT_MS: '20000',
+};
 
 const unhandled = recordUnhandledRejections(t);
 const db = await createTestDatabase(t);
@@ -65,8 +71,16 @@ async function measure(rig: Rig, query: string): Promise<Target> {
   const started = Date.now();
   const res = await rawGet(url, AUTH);
   const verdict = judgeExport(res, { ids: book.ids });
-  if (!verdict.ok || verdict.outcome !== 'complete') throw new Error(`the export ${query} without faults is not whole: ${JSON.stringify(verdict)}`);
-  return { url, ids: book.ids, body: res.body, rawBytes: res.raw.length, dbBytes: rig.exports.stats().bytesToClient - before, ms: Date.now() - started };
+  if (!verdict.ok || verdict.outcome !== 'complete')
+    throw new Error(`the export ${query} without faults is not whole: ${JSON.stringify(verdict)}`);
+  return {
+    url,
+    ids: book.ids,
+    body: res.body,
+    rawBytes: res.raw.length,
+    dbBytes: rig.exports.stats().bytesToClient - before,
+    ms: Date.now() - started,
+  };
 }
 
 const rigOf = (s: ProxiedServer): Rig => ({ base: s.url, exports: s.exportProxy, all: [s.exportProxy, s.lookupProxy] });
@@ -85,7 +99,11 @@ async function assertRecovered(t: Test, s: ProxiedServer, what: string): Promise
  * client has a random number of bytes, or every connection of every pool cut after a random delay.
  * Returns the outcomes and the problems (responses that break the rules).
  */
-async function cutRuns(rig: Rig, runs: number, rnd: () => number): Promise<{ outcomes: Outcome[]; problems: string[] }> {
+async function cutRuns(
+  rig: Rig,
+  runs: number,
+  rnd: () => number,
+): Promise<{ outcomes: Outcome[]; problems: string[] }> {
   const withHtml = await measure(rig, '');
   const withoutHtml = await measure(rig, '?includeContentHtml=false');
   const problems: string[] = [];
@@ -130,36 +148,61 @@ async function cutRuns(rig: Rig, runs: number, rnd: () => number): Promise<{ out
 
 t.test(`${RUNS} cuts of the database link at random moments of an export (seed ${SEED})`, async (t) => {
   const { outcomes, problems } = await cutRuns(rigOf(server), RUNS, prng(SEED));
-  t.strictSame(problems, [], `seed ${SEED}: every response is whole and valid, aborted, or an envelope before the first byte`);
+  t.strictSame(
+    problems,
+    [],
+    `seed ${SEED}: every response is whole and valid, aborted, or an envelope before the first byte`,
+  );
   t.strictSame(unhandled, [], `seed ${SEED}: no promise of the server was left rejected and unhandled`);
   t.ok(outcomes.includes('aborted'), `seed ${SEED}: some cuts landed in the middle of a body (${tally(outcomes)})`);
   t.comment(`seed ${SEED}: ${tally(outcomes)}; ${server.exportProxy.stats().cuts} export connections cut`);
 });
 
-t.test(`the server process (bench/server.ts) behind a proxy: ${PROCESS_RUNS} cuts, and it still serves (seed ${SEED})`, async (t) => {
-  const proxy = await startTcpProxy(t, targetOf(db.url));
-  const proc = await startServerProcess({ databaseUrl: proxy.urlFor(db.url), env: ENV });
-  t.teardown(() => proc.stop());
-  const { outcomes, problems } = await cutRuns({ base: proc.base, exports: proxy, all: [proxy] }, PROCESS_RUNS, prng(SEED + 1));
-  // src/server.ts shuts down on an unhandled rejection or exception (close-with-grace).
-  if (!(await isServing(proc.base, proc.pid))) {
-    t.fail(`seed ${SEED}: the server process stopped serving during the cuts (${problems.length} responses broke the rules)`);
-    return;
-  }
-  t.strictSame(problems, [], `seed ${SEED}: every response is whole and valid, aborted, or an envelope before the first byte`);
-  t.comment(`seed ${SEED}: ${tally(outcomes)}`);
-  const busy = await waitForNoBackends(db.sql, { applicationName: 'kb-export-export', database: db.name, states: BUSY_STATES });
-  t.strictSame(busy, [], 'no export backend of the server process is left in a transaction or a query');
-  const verdict = judgeExport(await rawGet(`${proc.base}/api/v1/open/books/kb/docs`, AUTH), { ids: book.ids });
-  t.strictSame(verdict, { ok: true, outcome: 'complete' }, 'the next export is whole');
-});
+t.test(
+  `the server process (bench/server.ts) behind a proxy: ${PROCESS_RUNS} cuts, and it still serves (seed ${SEED})`,
+  async (t) => {
+    const proxy = await startTcpProxy(t, targetOf(db.url));
+    const proc = await startServerProcess({ databaseUrl: proxy.urlFor(db.url), env: ENV });
+    t.teardown(() => proc.stop());
+    const { outcomes, problems } = await cutRuns(
+      { base: proc.base, exports: proxy, all: [proxy] },
+      PROCESS_RUNS,
+      prng(SEED + 1),
+    );
+    // src/server.ts shuts down on an unhandled rejection or exception (close-with-grace).
+    if (!(await isServing(proc.base, proc.pid))) {
+      t.fail(
+        `seed ${SEED}: the server process stopped serving during the cuts (${problems.length} responses broke the rules)`,
+      );
+      return;
+    }
+    t.strictSame(
+      problems,
+      [],
+      `seed ${SEED}: every response is whole and valid, aborted, or an envelope before the first byte`,
+    );
+    t.comment(`seed ${SEED}: ${tally(outcomes)}`);
+    const busy = await waitForNoBackends(db.sql, {
+      applicationName: 'kb-export-export',
+      database: db.name,
+      states: BUSY_STATES,
+    });
+    t.strictSame(busy, [], 'no export backend of the server process is left in a transaction or a query');
+    const verdict = judgeExport(await rawGet(`${proc.base}/api/v1/open/books/kb/docs`, AUTH), { ids: book.ids });
+    t.strictSame(verdict, { ok: true, outcome: 'complete' }, 'the next export is whole');
+  },
+);
 
 t.test('after the cuts: a whole export, no snapshot left open, no orphaned export backend', async (t) => {
   await assertRecovered(t, server, 'after the cuts');
   // Every export backend still in PostgreSQL is one the pool holds through the proxy: a backend
   // whose link was cut has gone, none is left behind for its idle-in-transaction timeout.
   const settled = await waitForBackends(db.sql, exportFilter, (b) => b.length === server.exportProxy.stats().open);
-  t.equal(settled.length, server.exportProxy.stats().open, `backends ${JSON.stringify(settled)} = open proxied connections`);
+  t.equal(
+    settled.length,
+    server.exportProxy.stats().open,
+    `backends ${JSON.stringify(settled)} = open proxied connections`,
+  );
   t.ok(settled.length <= 2, `at most EXPORT_CONCURRENCY (2) export connections: ${settled.length}`);
 });
 
@@ -167,7 +210,11 @@ t.test('the link refused: 503 SERVICE_UNAVAILABLE before the first byte, then se
   const s = await startProxiedServer(t, db, ENV);
   s.exportProxy.refuse(true);
   const res = await rawGet(`${s.url}/api/v1/open/books/kb/docs`, AUTH, { deadlineMs: 20_000 });
-  t.strictSame(judgeExport(res, { ids: book.ids }), { ok: true, outcome: '503 SERVICE_UNAVAILABLE' }, 'an envelope, not a hang');
+  t.strictSame(
+    judgeExport(res, { ids: book.ids }),
+    { ok: true, outcome: '503 SERVICE_UNAVAILABLE' },
+    'an envelope, not a hang',
+  );
   t.ok(s.exportProxy.stats().accepted > 0, 'the pool did try to connect');
   s.exportProxy.refuse(false);
   await assertRecovered(t, s, 'refusal lifted');
@@ -184,21 +231,24 @@ t.test('the link frozen before the first byte: 503 SERVICE_UNAVAILABLE within DB
   await assertRecovered(t, s, 'link thawed');
 });
 
-t.test('the link frozen mid-export: EXPORT_MAX_DURATION_MS aborts the body; thawed, the connection comes back (D8.3)', async (t) => {
-  const s = await startProxiedServer(t, db, { ...ENV, EXPORT_MAX_DURATION_MS: '3000' });
-  const whole = await measure(rigOf(s), ''); // and the pool now holds an idle connection
-  let stalled = false;
-  const res = await rawGet(whole.url, AUTH, {
-    deadlineMs: 30_000,
-    onProgress: () => {
-      if (!stalled) s.exportProxy.stall();
-      stalled = true;
-    },
-  });
-  t.notOk(res.timedOut, 'the client was not left waiting for 30 s');
-  t.strictSame(judgeExport(res, whole), { ok: true, outcome: 'aborted' }, 'the body was aborted, not completed');
-  const frozen = await backends(db.sql, exportFilter);
-  t.comment(`while frozen, after the abort: export backends ${JSON.stringify(frozen)}`);
-  s.exportProxy.resume();
-  await assertRecovered(t, s, 'link thawed');
-});
+t.test(
+  'the link frozen mid-export: EXPORT_MAX_DURATION_MS aborts the body; thawed, the connection comes back (D8.3)',
+  async (t) => {
+    const s = await startProxiedServer(t, db, { ...ENV, EXPORT_MAX_DURATION_MS: '3000' });
+    const whole = await measure(rigOf(s), ''); // and the pool now holds an idle connection
+    let stalled = false;
+    const res = await rawGet(whole.url, AUTH, {
+      deadlineMs: 30_000,
+      onProgress: () => {
+        if (!stalled) s.exportProxy.stall();
+        stalled = true;
+      },
+    });
+    t.notOk(res.timedOut, 'the client was not left waiting for 30 s');
+    t.strictSame(judgeExport(res, whole), { ok: true, outcome: 'aborted' }, 'the body was aborted, not completed');
+    const frozen = await backends(db.sql, exportFilter);
+    t.comment(`while frozen, after the abort: export backends ${JSON.stringify(frozen)}`);
+    s.exportProxy.resume();
+    await assertRecovered(t, s, 'link thawed');
+  },
+);

@@ -124,21 +124,24 @@ t.test('refuse(true) closes new connections at once; throttle() slows a transfer
   t.ok(Date.now() - started >= 350, `throttled transfer took ${Date.now() - started} ms`);
 });
 
-t.test('parseRaw: a chunked body is complete only with its terminating chunk, whatever byte it is cut at', async (t) => {
-  const server = http.createServer((_req, res) => {
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.write('{"a":');
-    res.write('[1,2,3]');
-    res.end('}');
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.teardown(() => server.close());
-  const whole = await rawGet(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, {});
-  t.equal(whole.status, 200);
-  t.ok(whole.complete, 'the whole response is complete');
-  t.equal(whole.body.toString(), '{"a":[1,2,3]}', 'the body is de-chunked');
-  const early = [];
-  for (let k = 0; k < whole.raw.length; k++) if (parseRaw(whole.raw.subarray(0, k)).complete) early.push(k);
-  t.strictSame(early, [], 'no cut before the last byte reads as complete');
-});
+t.test(
+  'parseRaw: a chunked body is complete only with its terminating chunk, whatever byte it is cut at',
+  async (t) => {
+    const server = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"a":');
+      res.write('[1,2,3]');
+      res.end('}');
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    t.teardown(() => server.close());
+    const whole = await rawGet(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, {});
+    t.equal(whole.status, 200);
+    t.ok(whole.complete, 'the whole response is complete');
+    t.equal(whole.body.toString(), '{"a":[1,2,3]}', 'the body is de-chunked');
+    const early = [];
+    for (let k = 0; k < whole.raw.length; k++) if (parseRaw(whole.raw.subarray(0, k)).complete) early.push(k);
+    t.strictSame(early, [], 'no cut before the last byte reads as complete');
+  },
+);

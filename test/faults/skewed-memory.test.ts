@@ -28,57 +28,72 @@ async function vm(pid: number, field: 'VmHWM' | 'VmRSS'): Promise<number> {
 // knowledge base past 400 MB.
 const BOUND = 150 * MB + 16 * 8 * MB;
 
-t.test('20 documents of 8 MB after 1,000 small ones: complete body, peak RSS within 150 MB + 16 × 8 MB (D8.4)', async (t) => {
-  const db = await createTestDatabase(t);
-  await seed(db.sql, simpleSeed([]));
-  // Generated in PostgreSQL, so this test process never holds the 160 MB.
-  await db.sql.unsafe(`
+t.test(
+  '20 documents of 8 MB after 1,000 small ones: complete body, peak RSS within 150 MB + 16 × 8 MB (D8.4)',
+  async (t) => {
+    const db = await createTestDatabase(t);
+    await seed(db.sql, simpleSeed([]));
+    // Generated in PostgreSQL, so this test process never holds the 160 MB.
+    await db.sql.unsafe(`
     INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_str, content_html)
     SELECT 's' || lpad(i::text, 5, '0'), 'b-u1', 's' || i, 'Small ' || i, 'document', 'a' || lpad(i::text, 5, '0'), 1,
            'small text ' || i, '<p>small <img src="img/' || i || '.png"></p>'
     FROM generate_series(1, 1000) i`);
-  await db.sql.unsafe(`
+    await db.sql.unsafe(`
     INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_str, content_html)
     SELECT 'l' || lpad(i::text, 5, '0'), 'b-u1', 'l' || i, 'Large ' || i, 'document', 'b' || lpad(i::text, 5, '0'), 1,
            'large ' || i, '<p>pasted</p><img src="data:image/png;base64,' || repeat('iVBORw0KGgo' || i, ${Math.floor((8 * MB) / 12)}) || '"><img src="x.png">'
     FROM generate_series(1, 20) i`);
 
-  const port = await freePort();
-  // The executable itself, so the shebang's runtime settings apply as in production; without tap's
-  // hooks and coverage counters, which the shipped server does not carry.
-  const [command, argv] = untracked([CLI, 'serve']);
-  const child = spawn(command, argv, {
-    env: { ...process.env, DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', EXPORT_CACHE_BYTES: '0' },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
-  t.teardown(() => {
-    child.kill('SIGKILL');
-  });
-  const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; ; i++) {
-    try {
-      await request(`${base}/`).then((r) => r.body.dump());
-      break;
-    } catch {
-      if (i > 300 || child.exitCode !== null) throw new Error(`server did not start: ${stderr}`);
-      await new Promise((r) => setTimeout(r, 100));
+    const port = await freePort();
+    // The executable itself, so the shebang's runtime settings apply as in production; without tap's
+    // hooks and coverage counters, which the shipped server does not carry.
+    const [command, argv] = untracked([CLI, 'serve']);
+    const child = spawn(command, argv, {
+      env: {
+        ...process.env,
+        DATABASE_URL: db.url,
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        LOG_LEVEL: 'warn',
+        EXPORT_CACHE_BYTES: '0',
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
+    t.teardown(() => {
+      child.kill('SIGKILL');
+    });
+    const base = `http://127.0.0.1:${port}`;
+    for (let i = 0; ; i++) {
+      try {
+        await request(`${base}/`).then((r) => r.body.dump());
+        break;
+      } catch {
+        if (i > 300 || child.exitCode !== null) throw new Error(`server did not start: ${stderr}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
     }
-  }
-  const atRest = await vm(child.pid!, 'VmHWM');
+    const atRest = await vm(child.pid!, 'VmHWM');
 
-  const res = await request(`${base}/api/v1/open/books/kb/docs`, { headers: { authorization: 'Bearer kbx_u1' } });
-  t.equal(res.statusCode, 200);
-  let bytes = 0;
-  let tail = Buffer.alloc(0);
-  for await (const chunk of res.body) {
-    bytes += (chunk as Buffer).length;
-    tail = Buffer.concat([tail, chunk as Buffer]).subarray(-64);
-  }
-  const peak = await vm(child.pid!, 'VmHWM');
-  t.ok(bytes > 160 * MB, `the whole body arrived: ${(bytes / MB).toFixed(1)} MB`);
-  t.match(tail.toString(), /\],"meta":\{"count":1020\}\}$/, 'complete, with all 1,020 documents');
-  t.ok(peak < BOUND, `peak RSS ${(peak / MB).toFixed(1)} MB (at rest ${(atRest / MB).toFixed(1)} MB) under ${BOUND / MB} MB`);
-  t.comment(`server peak RSS: ${(peak / MB).toFixed(1)} MB, at rest ${(atRest / MB).toFixed(1)} MB, body ${(bytes / MB).toFixed(1)} MB`);
-});
+    const res = await request(`${base}/api/v1/open/books/kb/docs`, { headers: { authorization: 'Bearer kbx_u1' } });
+    t.equal(res.statusCode, 200);
+    let bytes = 0;
+    let tail = Buffer.alloc(0);
+    for await (const chunk of res.body) {
+      bytes += (chunk as Buffer).length;
+      tail = Buffer.concat([tail, chunk as Buffer]).subarray(-64);
+    }
+    const peak = await vm(child.pid!, 'VmHWM');
+    t.ok(bytes > 160 * MB, `the whole body arrived: ${(bytes / MB).toFixed(1)} MB`);
+    t.match(tail.toString(), /\],"meta":\{"count":1020\}\}$/, 'complete, with all 1,020 documents');
+    t.ok(
+      peak < BOUND,
+      `peak RSS ${(peak / MB).toFixed(1)} MB (at rest ${(atRest / MB).toFixed(1)} MB) under ${BOUND / MB} MB`,
+    );
+    t.comment(
+      `server peak RSS: ${(peak / MB).toFixed(1)} MB, at rest ${(atRest / MB).toFixed(1)} MB, body ${(bytes / MB).toFixed(1)} MB`,
+    );
+  },
+);

@@ -22,11 +22,11 @@ import { seedGeneratedBooks } from '../helpers/generated-kb.js';
 /** The chunks of a PNG, each CRC checked. */
 function chunks(png: Buffer): { type: string; data: Buffer; crcOk: boolean }[] {
   const out = [];
-  for (let at = 8; at < png.length; ) {
+  for (let at = 8; at < png.length;) {
     const length = png.readUInt32BE(at);
     const type = png.subarray(at + 4, at + 8).toString('latin1');
     const data = png.subarray(at + 8, at + 8 + length);
-    const crcOk = (zlib.crc32(png.subarray(at + 4, at + 8 + length)) >>> 0) === png.readUInt32BE(at + 8 + length);
+    const crcOk = zlib.crc32(png.subarray(at + 4, at + 8 + length)) >>> 0 === png.readUInt32BE(at + 8 + length);
     out.push({ type, data, crcOk });
     at += 12 + length;
   }
@@ -37,10 +37,20 @@ t.test('a small valid PNG, the same for the same path', async (t) => {
   const png = demoPng('uploads/a/img-1.png');
   t.ok(png.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])), 'the PNG signature');
   const parts = chunks(png);
-  t.same(parts.map((c) => c.type), ['IHDR', 'IDAT', 'IEND']);
-  t.ok(parts.every((c) => c.crcOk), 'every CRC right');
+  t.same(
+    parts.map((c) => c.type),
+    ['IHDR', 'IDAT', 'IEND'],
+  );
+  t.ok(
+    parts.every((c) => c.crcOk),
+    'every CRC right',
+  );
   t.same([...parts[0]!.data], [0, 0, 0, 16, 0, 0, 0, 16, 8, 2, 0, 0, 0], '16×16, 8-bit RGB');
-  t.equal(zlib.inflateSync(parts[1]!.data).length, 16 * (1 + 16 * 3), 'the pixels inflate (the Adler-32 checked by zlib)');
+  t.equal(
+    zlib.inflateSync(parts[1]!.data).length,
+    16 * (1 + 16 * 3),
+    'the pixels inflate (the Adler-32 checked by zlib)',
+  );
   t.ok(png.length < 1000, `${png.length} bytes`);
   t.ok(demoPng('uploads/a/img-1.png').equals(png), 'deterministic');
   t.notOk(demoPng('uploads/a/img-2.png').equals(png), 'another path, another image');
@@ -50,7 +60,11 @@ t.test('a backup of the demo with --media-dir: every referenced file saved, none
   const db = await createTestDatabase(t);
   await seedGeneratedBooks(db.sql, [{ slug: 'demo', documents: 60, paragraphs: 1 }]);
   const config = testConfig(db.url);
-  const exportSql = connect(db.url, { max: config.exportConcurrency, applicationName: 'kbx-test-export', fetchTypes: false });
+  const exportSql = connect(db.url, {
+    max: config.exportConcurrency,
+    applicationName: 'kbx-test-export',
+    fetchTypes: false,
+  });
   const app = await buildApp({ config, sql: db.sql, exportSql, planSql: db.sql, logger: false });
   t.ok(registerDemoMedia(app, config.mediaProxyPrefix), 'registered under the root-relative prefix');
   const base = await listenOnLoopback(t, app, [exportSql]);
@@ -66,13 +80,28 @@ t.test('a backup of the demo with --media-dir: every referenced file saved, none
   const dir = mkdtempSync(path.join(os.tmpdir(), 'kbx-demo-media-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const out = path.join(dir, 'demo.json');
-  const r = await runBackupCli(['--server', base, '--book', 'demo', '--out', out, '--media-dir', path.join(dir, 'media')]);
+  const r = await runBackupCli([
+    '--server',
+    base,
+    '--book',
+    'demo',
+    '--out',
+    out,
+    '--media-dir',
+    path.join(dir, 'media'),
+  ]);
   t.equal(r.code, 0, r.stderr);
-  const manifest = JSON.parse(readFileSync(`${out}.manifest.json`, 'utf8')) as { media: { path: string; contentType: string }[]; summary: { files: number; missing: number } };
+  const manifest = JSON.parse(readFileSync(`${out}.manifest.json`, 'utf8')) as {
+    media: { path: string; contentType: string }[];
+    summary: { files: number; missing: number };
+  };
   t.equal(manifest.summary.missing, 0, 'nothing missing');
   t.ok(manifest.summary.files > 30, `${manifest.summary.files} media files`);
   const image = manifest.media.find((e) => e.path.endsWith('.png'))!;
-  t.ok(readFileSync(path.join(dir, 'media', image.path)).equals(demoPng(encodeURI(image.path))), `${image.path} is its generated image`);
+  t.ok(
+    readFileSync(path.join(dir, 'media', image.path)).equals(demoPng(encodeURI(image.path))),
+    `${image.path} is its generated image`,
+  );
   t.equal((await runCli(['verify', out])).code, 0, 'and verifies');
 });
 

@@ -75,10 +75,20 @@ export async function startServer(
 ): Promise<TestServer> {
   const database = db ?? (await createTestDatabase(t));
   const config = testConfig(database.url, env);
-  const exportSql = connect(database.url, { max: config.exportConcurrency, applicationName: 'kbx-test-export', fetchTypes: false });
+  const exportSql = connect(database.url, {
+    max: config.exportConcurrency,
+    applicationName: 'kbx-test-export',
+    fetchTypes: false,
+  });
   const workers = config.rewriteWorkers > 0 || deps.workerUrl !== undefined;
   const build = workers ? await appWithLeanWorkers(t as MockingTest, deps.workerUrl) : buildApp;
-  const app = await build({ config, sql: database.sql, exportSql, planSql: deps.planSql ?? database.sql, logger: deps.logger ?? false });
+  const app = await build({
+    config,
+    sql: database.sql,
+    exportSql,
+    planSql: deps.planSql ?? database.sql,
+    logger: deps.logger ?? false,
+  });
   const url = await listenOnLoopback(t, app, [exportSql]);
   const cacheHits = async () => {
     const metric = await app.metrics.registry.getSingleMetric('kb_export_cache_hits_total')!.get();
@@ -101,12 +111,18 @@ async function appWithLeanWorkers(t: MockingTest, workerUrl: URL | undefined): P
   }
   // A mock reaches the module it is given to, not the modules below it: the exporter gets the
   // pool, and the app gets that exporter.
-  const exporter = await t.mockImport<typeof import('../../src/export/exporter.js')>(new URL('../../src/export/exporter.js', import.meta.url).href, {
-    [new URL('../../src/export/rewrite/workers/rewrite-pool.js', import.meta.url).href]: { RewritePool: FixturePool },
-  });
-  const mocked = await t.mockImport<typeof import('../../src/app.js')>(new URL('../../src/app.js', import.meta.url).href, {
-    [new URL('../../src/export/exporter.js', import.meta.url).href]: exporter,
-  });
+  const exporter = await t.mockImport<typeof import('../../src/export/exporter.js')>(
+    new URL('../../src/export/exporter.js', import.meta.url).href,
+    {
+      [new URL('../../src/export/rewrite/workers/rewrite-pool.js', import.meta.url).href]: { RewritePool: FixturePool },
+    },
+  );
+  const mocked = await t.mockImport<typeof import('../../src/app.js')>(
+    new URL('../../src/app.js', import.meta.url).href,
+    {
+      [new URL('../../src/export/exporter.js', import.meta.url).href]: exporter,
+    },
+  );
   return mocked.buildApp;
 }
 
@@ -169,11 +185,20 @@ export function simpleSeed(documents: unknown[], opts: { user?: string; slug?: s
  * SQL expression of `i` (1-based). For tests where a body's size is the point and its content is
  * not: no document passes through this process or the seed loader.
  */
-export async function seedSizedBook(sql: Sql, user: string, documents: number, columns: Partial<Record<'content_str' | 'content_html', string>>): Promise<void> {
+export async function seedSizedBook(
+  sql: Sql,
+  user: string,
+  documents: number,
+  columns: Partial<Record<'content_str' | 'content_html', string>>,
+): Promise<void> {
   await seed(sql, simpleSeed([], { user }));
   const names = Object.keys(columns);
   await sql.unsafe(`
     INSERT INTO documents (id, book_id, slug, name, type, order_key, status${names.map((c) => `, ${c}`).join('')})
-    SELECT '${user}-' || i, 'b-${user}', '${user}-' || i, 'Doc ${user}-' || i, 'document', lpad(i::text, 7, '0'), 1${Object.values(columns).map((v) => `, ${v}`).join('')}
+    SELECT '${user}-' || i, 'b-${user}', '${user}-' || i, 'Doc ${user}-' || i, 'document', lpad(i::text, 7, '0'), 1${Object.values(
+      columns,
+    )
+      .map((v) => `, ${v}`)
+      .join('')}
     FROM generate_series(1, ${documents}) i`);
 }

@@ -14,16 +14,30 @@ export interface BackupRun {
 }
 
 /** Runs `kb-export backup ARGS` with `env` over the test's environment (the key kbx_u1 by default). */
-export function runBackupCli(args: string[], env: Record<string, string> = { KB_EXPORT_API_KEY: 'kbx_u1' }): Promise<BackupRun> {
+export function runBackupCli(
+  args: string[],
+  env: Record<string, string> = { KB_EXPORT_API_KEY: 'kbx_u1' },
+): Promise<BackupRun> {
   return runCli(['backup', ...args], env);
 }
 
 /** Runs `kb-export ARGS` (the command first) with `env` over the test's environment. */
-export function runCli(args: string[], env: Record<string, string> = { KB_EXPORT_API_KEY: 'kbx_u1' }): Promise<BackupRun> {
+export function runCli(
+  args: string[],
+  env: Record<string, string> = { KB_EXPORT_API_KEY: 'kbx_u1' },
+): Promise<BackupRun> {
   const started = Date.now();
   return new Promise((resolve) => {
-    execFile(...untracked([process.execPath, CLI, ...args]), { env: { ...process.env, ...env }, encoding: 'buffer', maxBuffer: 1e9 }, (err, stdout, stderr) =>
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr: stderr.toString(), ms: Date.now() - started }),
+    execFile(
+      ...untracked([process.execPath, CLI, ...args]),
+      { env: { ...process.env, ...env }, encoding: 'buffer', maxBuffer: 1e9 },
+      (err, stdout, stderr) =>
+        resolve({
+          code: err ? ((err as { code?: number }).code ?? 1) : 0,
+          stdout,
+          stderr: stderr.toString(),
+          ms: Date.now() - started,
+        }),
     );
   });
 }

@@ -39,7 +39,12 @@ export async function exportAt(sql: Sql, bookId: string, opts: DocumentQueryOpti
 }
 
 /** The delta of `bookId` since snapshot `since`, read in a new snapshot. */
-export async function deltaSince(sql: Sql, bookId: string, since: string, opts: DocumentQueryOptions): Promise<DeltaRead> {
+export async function deltaSince(
+  sql: Sql,
+  bookId: string,
+  since: string,
+  opts: DocumentQueryOptions,
+): Promise<DeltaRead> {
   return sql.begin(REPEATABLE_READ, async (tx) => {
     const rows = (await tx.unsafe(changedDocumentQuery(opts), [bookId, since, '{}']).raw()) as unknown as DocumentRow[];
     const removed = (await tx.unsafe(removedQuery(opts), [bookId, since, '{}']).raw()) as unknown as [Buffer][];
@@ -65,7 +70,9 @@ export function applyDelta(before: Map<string, RowText>, delta: DeltaRead): Map<
   const out = new Map(before);
   for (const id of delta.removed) out.delete(id);
   for (const [id, row] of delta.rows) out.set(id, row);
-  const sorted = [...out].sort(([a, ra], [b, rb]) => Buffer.compare(orderKey(ra), orderKey(rb)) || Buffer.compare(Buffer.from(a), Buffer.from(b)));
+  const sorted = [...out].sort(
+    ([a, ra], [b, rb]) => Buffer.compare(orderKey(ra), orderKey(rb)) || Buffer.compare(Buffer.from(a), Buffer.from(b)),
+  );
   return new Map(sorted);
 }
 

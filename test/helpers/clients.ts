@@ -80,7 +80,11 @@ function requestBytes(url: URL, headers: RequestHeaders): string {
 /** A connected socket that has sent the GET. Read errors (resets) end the exchange like a close. */
 function open(url: string, headers: RequestHeaders, paused = false, readableHighWaterMark?: number): net.Socket {
   const u = new URL(url);
-  const socket = net.connect({ port: Number(u.port || 80), host: u.hostname, ...(readableHighWaterMark ? { readableHighWaterMark } : {}) });
+  const socket = net.connect({
+    port: Number(u.port || 80),
+    host: u.hostname,
+    ...(readableHighWaterMark ? { readableHighWaterMark } : {}),
+  });
   if (paused) socket.pause();
   socket.on('error', () => {});
   socket.write(requestBytes(u, headers));
@@ -181,7 +185,12 @@ export interface SlowReaderOptions {
  * A GET whose socket stays paused and is read `bytesPerSecond` at a time, in ticks of 100 ms, so
  * the server meets a client that accepts bytes at that rate, with full kernel buffers in between.
  */
-export function slowReader(url: string, headers: RequestHeaders, bytesPerSecond: number, opts: SlowReaderOptions = {}): SlowReader {
+export function slowReader(
+  url: string,
+  headers: RequestHeaders,
+  bytesPerSecond: number,
+  opts: SlowReaderOptions = {},
+): SlowReader {
   const keepRate = opts.keepRate === true && Number.isFinite(bytesPerSecond);
   const socket = open(url, headers, true, keepRate ? Math.max(64 * 1024, Math.ceil(bytesPerSecond)) : undefined);
   const chunks: Buffer[] = [];
@@ -224,7 +233,8 @@ export function slowReader(url: string, headers: RequestHeaders, bytesPerSecond:
     socket.once('close', () => {
       if (timer !== null) clearInterval(timer);
       // Bytes that arrived before the close but were not read yet still count.
-      for (let piece = socket.read() as Buffer | null; piece !== null; piece = socket.read() as Buffer | null) keep(piece);
+      for (let piece = socket.read() as Buffer | null; piece !== null; piece = socket.read() as Buffer | null)
+        keep(piece);
       resolve(parseRaw(Buffer.concat(chunks)));
     });
   });

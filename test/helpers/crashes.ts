@@ -16,7 +16,12 @@ export function recordUnhandledRejections(t: Teardown): string[] {
   const seen: string[] = [];
   const onRejection = (reason: unknown) => {
     const e = reason as { name?: unknown; message?: unknown; stack?: unknown } | null;
-    seen.push(String(e?.stack ?? `${String(e?.name)}: ${String(e?.message ?? reason)}`).split('\n').slice(0, 4).join(' | '));
+    seen.push(
+      String(e?.stack ?? `${String(e?.name)}: ${String(e?.message ?? reason)}`)
+        .split('\n')
+        .slice(0, 4)
+        .join(' | '),
+    );
   };
   process.on('unhandledRejection', onRejection);
   t.teardown(() => {

@@ -27,7 +27,10 @@ function envelope(res: RawResponse): { code?: unknown; success?: unknown } | und
 
 /** Judges one response; `problem` says what was wrong, for the assertion message. */
 export function judgeExport(res: RawResponse, expected: Expected): Verdict {
-  const bad = (problem: string): Verdict => ({ ok: false, problem: `${problem} (status ${res.status}, ${res.body.length} body bytes)` });
+  const bad = (problem: string): Verdict => ({
+    ok: false,
+    problem: `${problem} (status ${res.status}, ${res.body.length} body bytes)`,
+  });
   if (res.status === 200) {
     if (!res.complete) {
       let parsed = true;
@@ -50,7 +53,8 @@ export function judgeExport(res: RawResponse, expected: Expected): Verdict {
     }
     const ids = (doc.documents ?? []).map((d) => d.id);
     if (doc.success !== true) return bad('a terminated body without success: true');
-    if (doc.meta?.count !== ids.length) return bad(`meta.count ${String(doc.meta?.count)} != documents.length ${ids.length}`);
+    if (doc.meta?.count !== ids.length)
+      return bad(`meta.count ${String(doc.meta?.count)} != documents.length ${ids.length}`);
     if (ids.length !== expected.ids.length || ids.join('\n') !== expected.ids.join('\n')) {
       return bad(`a terminated body with ${ids.length} documents, not the ${expected.ids.length} expected in order`);
     }

@@ -7,8 +7,19 @@ import http from 'node:http';
 
 /** A JSON export body of `documents` documents of about `bytesEach` bytes of random hex text each. */
 export function exportBody(documents: number, bytesEach = 1000): Buffer {
-  const docs = Array.from({ length: documents }, (_, i) => ({ id: `d${i}`, name: `Document ${i}`, contentHtml: `<p>${randomBytes(bytesEach / 2).toString('hex')}</p>` }));
-  return Buffer.from(JSON.stringify({ success: true, book: { id: 'b', slug: 'kb', name: 'KB' }, documents: docs, meta: { count: documents } }));
+  const docs = Array.from({ length: documents }, (_, i) => ({
+    id: `d${i}`,
+    name: `Document ${i}`,
+    contentHtml: `<p>${randomBytes(bytesEach / 2).toString('hex')}</p>`,
+  }));
+  return Buffer.from(
+    JSON.stringify({
+      success: true,
+      book: { id: 'b', slug: 'kb', name: 'KB' },
+      documents: docs,
+      meta: { count: documents },
+    }),
+  );
 }
 
 export interface Stub {
@@ -19,7 +30,10 @@ export interface Stub {
 }
 
 /** Starts a stub server answering every request with `handler`; closed at the test's teardown. */
-export async function startStub(t: { teardown(fn: () => unknown): void }, handler: (req: http.IncomingMessage, res: http.ServerResponse) => void): Promise<Stub> {
+export async function startStub(
+  t: { teardown(fn: () => unknown): void },
+  handler: (req: http.IncomingMessage, res: http.ServerResponse) => void,
+): Promise<Stub> {
   const requests: Stub['requests'] = [];
   const server = http.createServer((req, res) => {
     requests.push({ url: req.url ?? '', headers: req.headers });

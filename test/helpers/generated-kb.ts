@@ -35,7 +35,12 @@ export async function seedGeneratedBooks(sql: Sql, specs: BookSpec[]): Promise<M
       const bookId = `b-${spec.slug}`;
       if (i > 0) await w.addBook({ id: bookId, ownerId: 'u1', slug: spec.slug, name: spec.slug }, spec.slug);
       const book: GeneratedBook = { slug: spec.slug, ids: [], idsWithCategories: [] };
-      const gen = { bookId, documents: spec.documents, paragraphs: spec.paragraphs, ...(spec.seed !== undefined ? { seed: spec.seed } : {}) };
+      const gen = {
+        bookId,
+        documents: spec.documents,
+        paragraphs: spec.paragraphs,
+        ...(spec.seed !== undefined ? { seed: spec.seed } : {}),
+      };
       for (const d of generateDocuments(gen)) {
         if (d.status === 1) {
           book.idsWithCategories.push(d.id);

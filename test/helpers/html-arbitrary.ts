@@ -7,7 +7,7 @@ import fc from 'fast-check';
 /** HTML made of pieces that stress the splice: media tags, references, quotes, escapes, astral characters. */
 const fragment = fc.constantFrom(
   '<img src="a.png">',
-  "<img src='../x/y.png' alt=\"é\">",
+  '<img src=\'../x/y.png\' alt="é">',
   '<img src=u.png>',
   '<img srcset="a.png 1x, b.png 2x">',
   '<a href="f.pdf" download>f</a>',
@@ -25,7 +25,9 @@ const fragment = fc.constantFrom(
   '<p>text</p>',
 );
 /** Documents of up to 12 pieces, fragments or any 8 UTF-16 units. */
-export const arbitraryHtml = fc.array(fc.oneof(fragment, fc.string({ unit: 'binary', maxLength: 8 })), { maxLength: 12 }).map((xs) => xs.join(''));
+export const arbitraryHtml = fc
+  .array(fc.oneof(fragment, fc.string({ unit: 'binary', maxLength: 8 })), { maxLength: 12 })
+  .map((xs) => xs.join(''));
 
 /** arbitraryHtml as PostgreSQL can store it: no NUL, no lone surrogate. */
 export const storableHtml = arbitraryHtml.map((h) =>

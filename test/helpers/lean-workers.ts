@@ -23,9 +23,15 @@ export interface MockingTest {
 }
 
 /** src/export/rewrite/workers/rewrite-pool.ts imported with `leanWorkerThreads` (or `threads`). */
-export async function leanRewritePool(t: MockingTest, threads: object = leanWorkerThreads): Promise<typeof RewritePool> {
-  const pool = await t.mockImport<typeof import('../../src/export/rewrite/workers/rewrite-pool.js')>(new URL('../../src/export/rewrite/workers/rewrite-pool.js', import.meta.url).href, {
-    'node:worker_threads': threads,
-  });
+export async function leanRewritePool(
+  t: MockingTest,
+  threads: object = leanWorkerThreads,
+): Promise<typeof RewritePool> {
+  const pool = await t.mockImport<typeof import('../../src/export/rewrite/workers/rewrite-pool.js')>(
+    new URL('../../src/export/rewrite/workers/rewrite-pool.js', import.meta.url).href,
+    {
+      'node:worker_threads': threads,
+    },
+  );
   return pool.RewritePool;
 }

@@ -39,13 +39,25 @@ export async function startLoggedServer(
   const logs: Array<Record<string, unknown>> = [];
   const stream = new Writable({
     write(chunk, _enc, cb) {
-      for (const line of String(chunk).split('\n')) if (line.trim() !== '') logs.push(JSON.parse(line) as Record<string, unknown>);
+      for (const line of String(chunk).split('\n'))
+        if (line.trim() !== '') logs.push(JSON.parse(line) as Record<string, unknown>);
       cb();
     },
   });
   const connectTimeoutS = Math.max(1, Math.ceil(config.dbTimeoutMs / 1000));
-  const sql = connect(databaseUrl, { max: 4, applicationName: 'kbx-test', connectTimeoutS, statementTimeoutMs: config.dbTimeoutMs, fetchTypes: false });
-  const exportSql = connect(exportUrl, { max: config.exportConcurrency, applicationName: 'kbx-test-export', connectTimeoutS, fetchTypes: false });
+  const sql = connect(databaseUrl, {
+    max: 4,
+    applicationName: 'kbx-test',
+    connectTimeoutS,
+    statementTimeoutMs: config.dbTimeoutMs,
+    fetchTypes: false,
+  });
+  const exportSql = connect(exportUrl, {
+    max: config.exportConcurrency,
+    applicationName: 'kbx-test-export',
+    connectTimeoutS,
+    fetchTypes: false,
+  });
   let begun = 0;
   const counting = new Proxy(exportSql, {
     get(target, prop, receiver) {

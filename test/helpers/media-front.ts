@@ -36,11 +36,20 @@ export async function startFront(
       return;
     }
     const target = new URL(api);
-    const up = http.request({ host: target.hostname, port: target.port, path: url, method: req.method, headers: { ...req.headers, host: target.host } }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(res);
-      answer.on('error', () => res.destroy());
-    });
+    const up = http.request(
+      {
+        host: target.hostname,
+        port: target.port,
+        path: url,
+        method: req.method,
+        headers: { ...req.headers, host: target.host },
+      },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+        answer.on('error', () => res.destroy());
+      },
+    );
     up.on('error', () => res.destroy());
     req.pipe(up);
   });

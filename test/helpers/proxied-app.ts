@@ -32,7 +32,11 @@ export interface ProxiedServer {
  * Builds and starts the app on `db` with `env` (testConfig, helpers/app.ts), its pools behind two
  * fresh proxies, connect and lookup timeouts from DB_TIMEOUT_MS as src/server.ts sets them.
  */
-export async function startProxiedServer(t: Teardown, db: TestDatabase, env: Record<string, string> = {}): Promise<ProxiedServer> {
+export async function startProxiedServer(
+  t: Teardown,
+  db: TestDatabase,
+  env: Record<string, string> = {},
+): Promise<ProxiedServer> {
   const config = testConfig(db.url, { RATE_LIMIT_MAX: '1000000', ...env });
   const exportProxy = await startTcpProxy(t, targetOf(db.url));
   const lookupProxy = await startTcpProxy(t, targetOf(db.url));
@@ -44,7 +48,12 @@ export async function startProxiedServer(t: Teardown, db: TestDatabase, env: Rec
     statementTimeoutMs: config.dbTimeoutMs,
     fetchTypes: false,
   });
-  const exportSql = connect(exportProxy.urlFor(db.url), { max: config.exportConcurrency, applicationName: EXPORT_APP, connectTimeoutS, fetchTypes: false });
+  const exportSql = connect(exportProxy.urlFor(db.url), {
+    max: config.exportConcurrency,
+    applicationName: EXPORT_APP,
+    connectTimeoutS,
+    fetchTypes: false,
+  });
   const app = await buildApp({ config, sql, exportSql, planSql: sql, logger: false });
   const url = await listenOnLoopback(t, app, [sql, exportSql]);
   return { url, app, config, exportSql, exportProxy, lookupProxy };

@@ -172,7 +172,10 @@ async function makePair(
   const [primaryPort, standbyPort] = [await freePort(), await freePort()];
   const primaryInfo = `host=127.0.0.1 port=${primaryPort} user=postgres password=${password} application_name=standby0`;
   await writeOwned(path.join(standbyDir, 'standby.signal'), '', owner);
-  await fs.appendFile(path.join(standbyDir, 'postgresql.conf'), conf({ primary_conninfo: primaryInfo, ...opts.standbySettings }));
+  await fs.appendFile(
+    path.join(standbyDir, 'postgresql.conf'),
+    conf({ primary_conninfo: primaryInfo, ...opts.standbySettings }),
+  );
 
   const url = (port: number) => `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
   const primary = new PgNode('primary', primaryDir, primaryPort, url(primaryPort), nativeDir, serverUser, locale.env);
@@ -190,12 +193,16 @@ async function makePair(
     pauseReplay: () => standby.query((sql) => sql`SELECT pg_wal_replay_pause()`).then(() => {}),
     resumeReplay: () => standby.query((sql) => sql`SELECT pg_wal_replay_resume()`).then(() => {}),
     async waitForReplay(timeoutMs = 10_000) {
-      const [row] = await primary.query((sql) => sql<{ lsn: string }[]>`SELECT pg_current_wal_flush_lsn()::text AS lsn`);
+      const [row] = await primary.query(
+        (sql) => sql<{ lsn: string }[]>`SELECT pg_current_wal_flush_lsn()::text AS lsn`,
+      );
       const lsn = row!.lsn;
       const deadline = Date.now() + timeoutMs;
       await standby.query(async (sql) => {
         for (;;) {
-          const [row] = await sql<{ behind: boolean }[]>`SELECT coalesce(pg_last_wal_replay_lsn() < ${lsn}::pg_lsn, true) AS behind`;
+          const [row] = await sql<
+            { behind: boolean }[]
+          >`SELECT coalesce(pg_last_wal_replay_lsn() < ${lsn}::pg_lsn, true) AS behind`;
           if (!row!.behind) return;
           if (Date.now() > deadline) throw new Error(`the standby did not replay up to ${lsn} within ${timeoutMs} ms`);
           await new Promise((resolve) => setTimeout(resolve, 20));
@@ -218,7 +225,10 @@ async function localeForMessages(dir: string): Promise<{ name: string; env: Reco
   await fs.mkdir(dir, { recursive: true, mode: 0o755 });
   // Exit status 1: compiled, with warnings.
   const made = spawnSync('localedef', ['-i', 'de_DE', '-f', 'UTF-8', path.join(dir, name)], { encoding: 'utf8' });
-  if ((made.status === 0 || made.status === 1) && (await fs.stat(path.join(dir, name, 'LC_MESSAGES')).catch(() => null))) {
+  if (
+    (made.status === 0 || made.status === 1) &&
+    (await fs.stat(path.join(dir, name, 'LC_MESSAGES')).catch(() => null))
+  ) {
     return { name, env: { LOCPATH: dir } };
   }
   const listed = spawnSync('locale', ['-a'], { encoding: 'utf8' }).stdout ?? '';

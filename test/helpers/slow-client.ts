@@ -43,7 +43,8 @@ export async function serve(t: { teardown(fn: () => unknown): void }) {
   });
   return {
     port: (server.address() as AddressInfo).port,
-    next: () => new Promise<Exchange>((resolve) => (arrived.length > 0 ? resolve(arrived.shift()!) : waiting.push(resolve))),
+    next: () =>
+      new Promise<Exchange>((resolve) => (arrived.length > 0 ? resolve(arrived.shift()!) : waiting.push(resolve))),
   };
 }
 
@@ -124,7 +125,8 @@ export function decode(raw: Buffer): Response {
     if (eol === -1) return { status, body, complete: false };
     const size = parseInt(raw.subarray(at, eol).toString('latin1'), 16);
     if (size === 0) return { status, body, complete: raw.length >= eol + 4 };
-    if (raw.length < eol + 2 + size + 2) return { status, body: body + Math.max(0, raw.length - eol - 2), complete: false };
+    if (raw.length < eol + 2 + size + 2)
+      return { status, body: body + Math.max(0, raw.length - eol - 2), complete: false };
     body += size;
     at = eol + 2 + size + 2;
   }

@@ -92,7 +92,8 @@ class Pump {
   flush(): void {
     const { link, from, to } = this;
     const proxy = link.proxy;
-    if (proxy.stalled || this.waitingDrain || this.timer !== null || to.destroyed || link.closed || to.connecting) return;
+    if (proxy.stalled || this.waitingDrain || this.timer !== null || to.destroyed || link.closed || to.connecting)
+      return;
     while (this.pending !== null) {
       let piece = this.pending;
       if (proxy.rate !== null) {

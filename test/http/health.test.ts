@@ -51,30 +51,40 @@ t.test('/livez and /readyz: 200 with no key, never rate limited, HEAD too, other
   t.equal(post.headers.allow, 'GET, HEAD');
 });
 
-t.test('/readyz turns 503 when the database stops answering, and 200 again when it is back; probes cost no query', async (t) => {
-  const proxy = await startTcpProxy(t, targetOf(db.url));
-  const server = await startLoggedServer(t, proxy.urlFor(db.url), { DB_TIMEOUT_MS: '800' });
-  t.equal((await probe(server.url, '/readyz')).status, 200, 'ready through the proxy');
+t.test(
+  '/readyz turns 503 when the database stops answering, and 200 again when it is back; probes cost no query',
+  async (t) => {
+    const proxy = await startTcpProxy(t, targetOf(db.url));
+    const server = await startLoggedServer(t, proxy.urlFor(db.url), { DB_TIMEOUT_MS: '800' });
+    t.equal((await probe(server.url, '/readyz')).status, 200, 'ready through the proxy');
 
-  const before = proxy.stats().bytesToUpstream;
-  const burst = await Promise.all(Array.from({ length: 200 }, () => probe(server.url, '/readyz')));
-  const sent = proxy.stats().bytesToUpstream - before;
-  t.ok(burst.every((r) => r.status === 200), '200 probes answered');
-  // One SELECT is some 50 bytes upstream: 200 of them would be 10 KB; the background check sends a few.
-  t.ok(sent < 1000, `200 probes sent ${sent} bytes to PostgreSQL`);
+    const before = proxy.stats().bytesToUpstream;
+    const burst = await Promise.all(Array.from({ length: 200 }, () => probe(server.url, '/readyz')));
+    const sent = proxy.stats().bytesToUpstream - before;
+    t.ok(
+      burst.every((r) => r.status === 200),
+      '200 probes answered',
+    );
+    // One SELECT is some 50 bytes upstream: 200 of them would be 10 KB; the background check sends a few.
+    t.ok(sent < 1000, `200 probes sent ${sent} bytes to PostgreSQL`);
 
-  proxy.stall();
-  const down = await readyzUntil(server.url, 503, 10_000);
-  t.equal(down.status, 503, 'unready within seconds of the database going silent');
-  t.equal(down.json?.status, 'unavailable');
-  t.equal(down.json?.reason, 'database', 'the dependency in a word (D10.6)');
-  t.notMatch(JSON.stringify(down.json), new RegExp(`${new URL(proxy.urlFor(db.url)).port}|127\\.0\\.0\\.1|postgres`), 'no host, port or user name');
-  const logged = server.logs.filter((l) => l.msg === 'database unavailable: answering 503 until it is back');
-  t.equal(logged.length, 1, 'the cause goes to the log, once');
-  proxy.resume();
-  const up = await readyzUntil(server.url, 200, 10_000);
-  t.equal(up.status, 200, 'ready again once it answers');
-});
+    proxy.stall();
+    const down = await readyzUntil(server.url, 503, 10_000);
+    t.equal(down.status, 503, 'unready within seconds of the database going silent');
+    t.equal(down.json?.status, 'unavailable');
+    t.equal(down.json?.reason, 'database', 'the dependency in a word (D10.6)');
+    t.notMatch(
+      JSON.stringify(down.json),
+      new RegExp(`${new URL(proxy.urlFor(db.url)).port}|127\\.0\\.0\\.1|postgres`),
+      'no host, port or user name',
+    );
+    const logged = server.logs.filter((l) => l.msg === 'database unavailable: answering 503 until it is back');
+    t.equal(logged.length, 1, 'the cause goes to the log, once');
+    proxy.resume();
+    const up = await readyzUntil(server.url, 200, 10_000);
+    t.equal(up.status, 200, 'ready again once it answers');
+  },
+);
 
 t.test("the Docker image's HEALTHCHECK command asks /readyz: exit 0 when ready, 1 when not", async (t) => {
   const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
@@ -84,8 +94,10 @@ t.test("the Docker image's HEALTHCHECK command asks /readyz: exit 0 when ready, 
   const server = await startLoggedServer(t, proxy.urlFor(db.url), { DB_TIMEOUT_MS: '800' });
   const run = () =>
     new Promise<number | null>((resolve) => {
-      execFile(...untracked([process.execPath, ...cmd.slice(1)]), { env: { ...process.env, PORT: new URL(server.url).port } }, (err) =>
-        resolve(err ? ((err as { code?: number }).code ?? 1) : 0),
+      execFile(
+        ...untracked([process.execPath, ...cmd.slice(1)]),
+        { env: { ...process.env, PORT: new URL(server.url).port } },
+        (err) => resolve(err ? ((err as { code?: number }).code ?? 1) : 0),
       );
     });
   t.equal(await run(), 0, 'ready: healthy');

@@ -33,7 +33,8 @@ t.test('/openapi.json: valid OpenAPI 3.1, every route, every status and code of 
   for (const route of ROUTES) {
     const path = route.path.replace(/:(\w+)/g, '{$1}');
     t.ok(listed.includes(path), `${path} is documented`);
-    for (const method of route.allow.split(', ')) t.ok(doc.paths[path]?.[method.toLowerCase()], `${method} ${path} is documented`);
+    for (const method of route.allow.split(', '))
+      t.ok(doc.paths[path]?.[method.toLowerCase()], `${method} ${path} is documented`);
   }
   t.ok(listed.includes('/metrics'), '/metrics is documented');
   for (const path of listed) {
@@ -43,7 +44,11 @@ t.test('/openapi.json: valid OpenAPI 3.1, every route, every status and code of 
 
   const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
   const section = readme.slice(readme.indexOf('### Errors'), readme.indexOf('### Limits'));
-  const rows = [...section.matchAll(/^\| (\d{3}) \| `([A-Z_]+)` \| (.*) \|$/gm)].map((m) => ({ status: m[1]!, code: m[2]!, when: m[3]! }));
+  const rows = [...section.matchAll(/^\| (\d{3}) \| `([A-Z_]+)` \| (.*) \|$/gm)].map((m) => ({
+    status: m[1]!,
+    code: m[2]!,
+    when: m[3]!,
+  }));
   t.ok(rows.length >= 10, 'the README error table');
   const get = doc.paths['/api/v1/open/books/{bookSlug}/docs']!.get!;
   for (const { status, code, when } of rows) {

@@ -45,7 +45,13 @@ t.before(async () => {
 });
 
 t.test('D7.4: a malformed request line is 400 BAD_REQUEST in the envelope; the connection closes', async (t) => {
-  for (const line of ['GARBAGE', 'GET /a b HTTP/1.1', `GET ${EXPORT} HTTP/1.1 extra`, 'GET / HTTP/x.y', `GE\x01T ${EXPORT} HTTP/1.1`]) {
+  for (const line of [
+    'GARBAGE',
+    'GET /a b HTTP/1.1',
+    `GET ${EXPORT} HTTP/1.1 extra`,
+    'GET / HTTP/x.y',
+    `GE\x01T ${EXPORT} HTTP/1.1`,
+  ]) {
     const r = await rawRequest(port, `${line}\r\nHost: x\r\n\r\n`);
     isEnvelope(t, r, 400, 'BAD_REQUEST', JSON.stringify(line));
     isClosed(t, r, JSON.stringify(line));
@@ -77,33 +83,45 @@ t.test('D7.4 / RFC 9112 3.2: an HTTP/1.1 request without Host is 400 BAD_REQUEST
   t.equal(old.status, 200, 'HTTP/1.0 without Host is served');
 });
 
-t.test('D7.4: a request not received within REQUEST_TIMEOUT_MS is 408 REQUEST_TIMEOUT, within a second of it', async (t) => {
-  const cases: [string, Promise<RawAnswer>][] = [
-    ['a request line that never completes', rawRequest(port, 'GET /api/v1/open/bo')],
-    ['headers that never end', rawRequest(port, `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\n`)],
-    ['a header trickled 2 bytes every 100 ms', rawRequest(port, `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nX-Slow: `, { trickle: { bytes: 'ab', everyMs: 100 } })],
-    ['a connection that sends nothing', rawRequest(port, '')],
-  ];
-  for (const [what, pending] of cases) {
-    const r = await pending;
-    isEnvelope(t, r, 408, 'REQUEST_TIMEOUT', what);
-    isClosed(t, r, what);
-    t.ok(r.closedAfterMs! >= TIMEOUT_MS - 50, `${what}: not before the timeout (${r.closedAfterMs} ms)`);
-    t.ok(r.closedAfterMs! <= TIMEOUT_MS + 2000, `${what}: within seconds of it (${r.closedAfterMs} ms)`);
-  }
-});
+t.test(
+  'D7.4: a request not received within REQUEST_TIMEOUT_MS is 408 REQUEST_TIMEOUT, within a second of it',
+  async (t) => {
+    const cases: [string, Promise<RawAnswer>][] = [
+      ['a request line that never completes', rawRequest(port, 'GET /api/v1/open/bo')],
+      ['headers that never end', rawRequest(port, `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\n`)],
+      [
+        'a header trickled 2 bytes every 100 ms',
+        rawRequest(port, `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nX-Slow: `, { trickle: { bytes: 'ab', everyMs: 100 } }),
+      ],
+      ['a connection that sends nothing', rawRequest(port, '')],
+    ];
+    for (const [what, pending] of cases) {
+      const r = await pending;
+      isEnvelope(t, r, 408, 'REQUEST_TIMEOUT', what);
+      isClosed(t, r, what);
+      t.ok(r.closedAfterMs! >= TIMEOUT_MS - 50, `${what}: not before the timeout (${r.closedAfterMs} ms)`);
+      t.ok(r.closedAfterMs! <= TIMEOUT_MS + 2000, `${what}: within seconds of it (${r.closedAfterMs} ms)`);
+    }
+  },
+);
 
-t.test('D7.4: a client that keeps sending and reads late still gets its 408: the server lingers instead of resetting', async (t) => {
-  // Closing while the client still sends makes its kernel answer the next bytes with a reset, which
-  // discards an answer the client has not read yet; a busy client reads late.
-  const lateReader = () =>
-    rawRequest(port, `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nX-Slow: `, { trickle: { bytes: 'ab', everyMs: 100 }, readAfterMs: TIMEOUT_MS + 1500 });
-  for (const [i, answer] of (await Promise.all([lateReader(), lateReader(), lateReader()])).entries()) {
-    isEnvelope(t, answer, 408, 'REQUEST_TIMEOUT', `late reader ${i + 1}`);
-    t.equal(answer.error, undefined, `late reader ${i + 1}: no reset (${answer.error})`);
-    t.ok(answer.closedAfterMs! < TIMEOUT_MS + 5000, `late reader ${i + 1}: closed after ${answer.closedAfterMs} ms`);
-  }
-});
+t.test(
+  'D7.4: a client that keeps sending and reads late still gets its 408: the server lingers instead of resetting',
+  async (t) => {
+    // Closing while the client still sends makes its kernel answer the next bytes with a reset, which
+    // discards an answer the client has not read yet; a busy client reads late.
+    const lateReader = () =>
+      rawRequest(port, `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nX-Slow: `, {
+        trickle: { bytes: 'ab', everyMs: 100 },
+        readAfterMs: TIMEOUT_MS + 1500,
+      });
+    for (const [i, answer] of (await Promise.all([lateReader(), lateReader(), lateReader()])).entries()) {
+      isEnvelope(t, answer, 408, 'REQUEST_TIMEOUT', `late reader ${i + 1}`);
+      t.equal(answer.error, undefined, `late reader ${i + 1}: no reset (${answer.error})`);
+      t.ok(answer.closedAfterMs! < TIMEOUT_MS + 5000, `late reader ${i + 1}: closed after ${answer.closedAfterMs} ms`);
+    }
+  },
+);
 
 t.test('the request timeout does not cut a keep-alive connection idle between requests', async (t) => {
   const socket = connect(port, '127.0.0.1');
@@ -126,7 +144,9 @@ t.test('D7.4: the request timeout bounds receiving the request, not a long expor
   const s = await startServer(t, { REQUEST_TIMEOUT_MS: '500', MIN_DRAIN_BYTES_PER_S: '0' }, srv.db);
   const responses: ServerResponse[] = [];
   s.app.server.on('request', (_req, res: ServerResponse) => responses.push(res));
-  const res = await request(`${s.url}${EXPORT}?includeContentHtml=false`, { headers: { authorization: 'Bearer kbx_u2' } });
+  const res = await request(`${s.url}${EXPORT}?includeContentHtml=false`, {
+    headers: { authorization: 'Bearer kbx_u2' },
+  });
   t.equal(res.statusCode, 200);
   const chunks: Buffer[] = [];
   const body = res.body[Symbol.asyncIterator]();
@@ -139,33 +159,51 @@ t.test('D7.4: the request timeout bounds receiving the request, not a long expor
   t.equal(json.meta?.count, 500, 'the whole export arrived');
 });
 
-t.test('D7.4: a body on the export path is never read: POST/PUT 405, GET/HEAD 413, then the connection closes', async (t) => {
-  // A large body announced, a few bytes sent: the answer comes without the rest, and the connection closes.
-  for (const method of ['POST', 'PUT', 'PATCH', 'DELETE']) {
-    for (const length of [HUGE, LARGE]) {
-      const what = `${method} ${length.trim()}`;
-      const r = await rawRequest(port, `${method} ${EXPORT} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${length}\r\n{"a":`);
-      isEnvelope(t, r, 405, 'METHOD_NOT_ALLOWED', what);
-      t.equal(r.headers.allow, 'GET, HEAD', `${what}: Allow`);
-      isClosed(t, r, what);
+t.test(
+  'D7.4: a body on the export path is never read: POST/PUT 405, GET/HEAD 413, then the connection closes',
+  async (t) => {
+    // A large body announced, a few bytes sent: the answer comes without the rest, and the connection closes.
+    for (const method of ['POST', 'PUT', 'PATCH', 'DELETE']) {
+      for (const length of [HUGE, LARGE]) {
+        const what = `${method} ${length.trim()}`;
+        const r = await rawRequest(
+          port,
+          `${method} ${EXPORT} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${length}\r\n{"a":`,
+        );
+        isEnvelope(t, r, 405, 'METHOD_NOT_ALLOWED', what);
+        t.equal(r.headers.allow, 'GET, HEAD', `${what}: Allow`);
+        isClosed(t, r, what);
+      }
     }
-  }
-  const get = await rawRequest(port, `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer kbx_u1\r\n${HUGE}\r\nabc`);
-  isEnvelope(t, get, 413, 'PAYLOAD_TOO_LARGE', 'GET with Content-Length');
-  isClosed(t, get, 'GET with Content-Length');
-  const chunked = await rawRequest(port, `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n`);
-  isEnvelope(t, chunked, 413, 'PAYLOAD_TOO_LARGE', 'GET with a chunked body');
-  isClosed(t, chunked, 'GET with a chunked body');
-  const head = await rawRequest(port, `HEAD ${EXPORT} HTTP/1.1\r\nHost: x\r\n${HUGE}\r\nabc`);
-  t.equal(head.status, 413, 'HEAD with a body: 413');
-  isClosed(t, head, 'HEAD with a body');
-  const empty = await rawRequest(port, `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`);
-  isEnvelope(t, empty, 401, 'INVALID_API_KEY', 'Content-Length: 0 is no body');
-});
+    const get = await rawRequest(
+      port,
+      `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer kbx_u1\r\n${HUGE}\r\nabc`,
+    );
+    isEnvelope(t, get, 413, 'PAYLOAD_TOO_LARGE', 'GET with Content-Length');
+    isClosed(t, get, 'GET with Content-Length');
+    const chunked = await rawRequest(
+      port,
+      `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n`,
+    );
+    isEnvelope(t, chunked, 413, 'PAYLOAD_TOO_LARGE', 'GET with a chunked body');
+    isClosed(t, chunked, 'GET with a chunked body');
+    const head = await rawRequest(port, `HEAD ${EXPORT} HTTP/1.1\r\nHost: x\r\n${HUGE}\r\nabc`);
+    t.equal(head.status, 413, 'HEAD with a body: 413');
+    isClosed(t, head, 'HEAD with a body');
+    const empty = await rawRequest(
+      port,
+      `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`,
+    );
+    isEnvelope(t, empty, 401, 'INVALID_API_KEY', 'Content-Length: 0 is no body');
+  },
+);
 
 t.test('D7.4: a body on an unknown path gets the 404 without being read; the connection closes', async (t) => {
   for (const length of [HUGE, LARGE]) {
-    const r = await rawRequest(port, `POST /nope HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${length}\r\n{"a":`);
+    const r = await rawRequest(
+      port,
+      `POST /nope HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${length}\r\n{"a":`,
+    );
     isEnvelope(t, r, 404, 'NOT_FOUND', `POST /nope, ${length.trim()}`);
     isClosed(t, r, `POST /nope, ${length.trim()}`);
   }
@@ -175,90 +213,133 @@ t.test('D7.4: a client asking 100-continue is not invited to send its body: it g
   const r = await rawRequest(port, `POST ${EXPORT} HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n${HUGE}\r\n`);
   t.notMatch(r.raw, /100 Continue/, 'no 100 Continue');
   isEnvelope(t, r, 405, 'METHOD_NOT_ALLOWED', 'Expect: 100-continue');
-  const odd = await rawRequest(port, `GET /nope HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nConnection: close\r\n\r\n`);
+  const odd = await rawRequest(
+    port,
+    `GET /nope HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nConnection: close\r\n\r\n`,
+  );
   isEnvelope(t, odd, 404, 'NOT_FOUND', 'an unknown expectation is ignored, not an empty 417');
 });
 
-t.test('D7.3: the 405 does not depend on the body headers (a malformed Content-Type, QUERY without one) or the method', async (t) => {
-  const requests = [
-    `POST ${EXPORT} HTTP/1.1\r\nHost: x\r\nContent-Type: ;;\r\nContent-Length: 2\r\n\r\nab`,
-    `QUERY ${EXPORT} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab`,
-    `PROPFIND ${EXPORT} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
-    `TRACE ${EXPORT} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
-  ];
-  for (const req of requests) {
-    const what = req.slice(0, req.indexOf(' /'));
-    const r = await rawRequest(port, req);
-    isEnvelope(t, r, 405, 'METHOD_NOT_ALLOWED', what);
-    t.equal(r.headers.allow, 'GET, HEAD', `${what}: Allow`);
-  }
-});
+t.test(
+  'D7.3: the 405 does not depend on the body headers (a malformed Content-Type, QUERY without one) or the method',
+  async (t) => {
+    const requests = [
+      `POST ${EXPORT} HTTP/1.1\r\nHost: x\r\nContent-Type: ;;\r\nContent-Length: 2\r\n\r\nab`,
+      `QUERY ${EXPORT} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab`,
+      `PROPFIND ${EXPORT} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+      `TRACE ${EXPORT} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+    ];
+    for (const req of requests) {
+      const what = req.slice(0, req.indexOf(' /'));
+      const r = await rawRequest(port, req);
+      isEnvelope(t, r, 405, 'METHOD_NOT_ALLOWED', what);
+      t.equal(r.headers.allow, 'GET, HEAD', `${what}: Allow`);
+    }
+  },
+);
 
-t.test('D7.4 / D5.4: every method on the export path counts towards the rate limit, checked before 405 and 413', async (t) => {
-  const limited = await startServer(t, { RATE_LIMIT_MAX: '2', REQUEST_TIMEOUT_MS: String(TIMEOUT_MS) }, srv.db);
-  const p = portOf(limited.url);
-  const post = `POST ${EXPORT} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`;
-  isEnvelope(t, await rawRequest(p, post), 405, 'METHOD_NOT_ALLOWED', 'first POST');
-  isEnvelope(t, await rawRequest(p, post), 405, 'METHOD_NOT_ALLOWED', 'second POST');
-  const third = await rawRequest(p, post);
-  isEnvelope(t, third, 429, 'RATE_LIMITED', 'third POST');
-  t.match(third.headers['retry-after'], /^\d+$/, 'Retry-After in seconds');
-  isClosed(t, third, 'third POST (its body was not read)');
-  for (const req of [
-    `PROPFIND ${EXPORT} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
-    `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\n${HUGE}\r\nabc`,
-    `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer kbx_u1\r\nConnection: close\r\n\r\n`,
-  ]) {
-    isEnvelope(t, await rawRequest(p, req), 429, 'RATE_LIMITED', req.slice(0, req.indexOf('\r\n')));
-  }
-  const other = await startServer(t, { RATE_LIMIT_MAX: '2' }, srv.db);
-  const q = portOf(other.url);
-  t.equal((await rawRequest(q, `PROPFIND ${EXPORT} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`)).status, 405);
-  t.equal((await rawRequest(q, `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\n${HUGE}\r\nabc`)).status, 413);
-  const get = await rawRequest(q, `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer kbx_u1\r\nConnection: close\r\n\r\n`);
-  isEnvelope(t, get, 429, 'RATE_LIMITED', 'a GET after a PROPFIND and a GET with a body');
-});
+t.test(
+  'D7.4 / D5.4: every method on the export path counts towards the rate limit, checked before 405 and 413',
+  async (t) => {
+    const limited = await startServer(t, { RATE_LIMIT_MAX: '2', REQUEST_TIMEOUT_MS: String(TIMEOUT_MS) }, srv.db);
+    const p = portOf(limited.url);
+    const post = `POST ${EXPORT} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`;
+    isEnvelope(t, await rawRequest(p, post), 405, 'METHOD_NOT_ALLOWED', 'first POST');
+    isEnvelope(t, await rawRequest(p, post), 405, 'METHOD_NOT_ALLOWED', 'second POST');
+    const third = await rawRequest(p, post);
+    isEnvelope(t, third, 429, 'RATE_LIMITED', 'third POST');
+    t.match(third.headers['retry-after'], /^\d+$/, 'Retry-After in seconds');
+    isClosed(t, third, 'third POST (its body was not read)');
+    for (const req of [
+      `PROPFIND ${EXPORT} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+      `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\n${HUGE}\r\nabc`,
+      `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer kbx_u1\r\nConnection: close\r\n\r\n`,
+    ]) {
+      isEnvelope(t, await rawRequest(p, req), 429, 'RATE_LIMITED', req.slice(0, req.indexOf('\r\n')));
+    }
+    const other = await startServer(t, { RATE_LIMIT_MAX: '2' }, srv.db);
+    const q = portOf(other.url);
+    t.equal((await rawRequest(q, `PROPFIND ${EXPORT} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`)).status, 405);
+    t.equal((await rawRequest(q, `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\n${HUGE}\r\nabc`)).status, 413);
+    const get = await rawRequest(
+      q,
+      `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer kbx_u1\r\nConnection: close\r\n\r\n`,
+    );
+    isEnvelope(t, get, 429, 'RATE_LIMITED', 'a GET after a PROPFIND and a GET with a body');
+  },
+);
 
-t.test('D7.4: 1,000 slow clients (bodies and headers trickled 2 bytes every 100 ms) are all cut within seconds; memory stays flat', async (t) => {
-  const N = 500; // of each kind
-  // A process of its own, so its RSS is the server's alone (/proc/<pid>/status).
-  // A request timeout long enough that "cut at once" and "cut by the timeout" stay apart on a
-  // loaded two-core machine, where opening 1,000 connections alone takes a second or two.
-  // Without D8.8's event-loop guard: on a starved host it answers some of these 503 before the
-  // 405/413 this test is about (seen in CI as one envelope of 500 missing).
-  const server = await startServerProcess({
-    databaseUrl: srv.db.url,
-    env: { REQUEST_TIMEOUT_MS: '4000', MAX_EVENT_LOOP_DELAY_MS: '0' },
-    coverage: false,
-  });
-  t.teardown(() => server.stop());
-  const p = portOf(server.base);
-  await server.resetPeak();
-  const before = await server.rss();
-  const trickle = { bytes: 'ab', everyMs: 100 };
-  const started = Date.now();
-  const bodies = Array.from({ length: N }, (_, i) =>
-    rawRequest(p, `${i % 2 ? 'POST' : 'GET'} ${EXPORT} HTTP/1.1\r\nHost: x\r\n${HUGE}\r\nab`, { trickle, deadlineMs: 20_000 }),
-  );
-  const headers = Array.from({ length: N }, () =>
-    rawRequest(p, `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nX-Slow: `, { trickle, deadlineMs: 20_000 }),
-  );
-  const answers = await Promise.all([...bodies, ...headers]);
-  const allCutMs = Date.now() - started;
-  const peak = await server.peakRss();
-  // The first three that missed, as the client saw them.
-  const wrong = (expect: (r: RawAnswer, i: number) => boolean, list: RawAnswer[]) =>
-    list
-      .filter((r, i) => !expect(r, i))
-      .slice(0, 3)
-      .map((r) => ({ status: r.status, code: r.json?.code, closedAfterMs: r.closedAfterMs, error: r.error, bytes: r.raw.length }));
-  const bodyAnswers = answers.slice(0, N);
-  const headerAnswers = answers.slice(N);
-  t.same(wrong((r, i) => r.json?.code === (i % 2 ? 'METHOD_NOT_ALLOWED' : 'PAYLOAD_TOO_LARGE') && r.json?.success === false, bodyAnswers), [], 'each body trickler got its 405 or 413 envelope');
-  t.same(wrong((r) => r.closedAfterMs !== undefined && r.closedAfterMs < 3500, bodyAnswers), [], 'each was cut at once, not after the request timeout');
-  t.same(wrong((r) => r.json?.code === 'REQUEST_TIMEOUT' && r.status === 408, headerAnswers), [], 'each header trickler got the 408 envelope');
-  t.same(wrong((r) => r.closedAfterMs !== undefined && r.closedAfterMs < 8000, headerAnswers), [], 'each was cut within seconds of REQUEST_TIMEOUT_MS');
-  t.ok(allCutMs < 12_000, `all ${2 * N} connections were closed after ${allCutMs} ms`);
-  const grownMb = (peak - before) / 1024 / 1024;
-  t.ok(grownMb < 40, `peak RSS grew by ${grownMb.toFixed(1)} MB (from ${(before / 1024 / 1024).toFixed(0)} MB)`);
-});
+t.test(
+  'D7.4: 1,000 slow clients (bodies and headers trickled 2 bytes every 100 ms) are all cut within seconds; memory stays flat',
+  async (t) => {
+    const N = 500; // of each kind
+    // A process of its own, so its RSS is the server's alone (/proc/<pid>/status).
+    // A request timeout long enough that "cut at once" and "cut by the timeout" stay apart on a
+    // loaded two-core machine, where opening 1,000 connections alone takes a second or two.
+    // Without D8.8's event-loop guard: on a starved host it answers some of these 503 before the
+    // 405/413 this test is about (seen in CI as one envelope of 500 missing).
+    const server = await startServerProcess({
+      databaseUrl: srv.db.url,
+      env: { REQUEST_TIMEOUT_MS: '4000', MAX_EVENT_LOOP_DELAY_MS: '0' },
+      coverage: false,
+    });
+    t.teardown(() => server.stop());
+    const p = portOf(server.base);
+    await server.resetPeak();
+    const before = await server.rss();
+    const trickle = { bytes: 'ab', everyMs: 100 };
+    const started = Date.now();
+    const bodies = Array.from({ length: N }, (_, i) =>
+      rawRequest(p, `${i % 2 ? 'POST' : 'GET'} ${EXPORT} HTTP/1.1\r\nHost: x\r\n${HUGE}\r\nab`, {
+        trickle,
+        deadlineMs: 20_000,
+      }),
+    );
+    const headers = Array.from({ length: N }, () =>
+      rawRequest(p, `GET ${EXPORT} HTTP/1.1\r\nHost: x\r\nX-Slow: `, { trickle, deadlineMs: 20_000 }),
+    );
+    const answers = await Promise.all([...bodies, ...headers]);
+    const allCutMs = Date.now() - started;
+    const peak = await server.peakRss();
+    // The first three that missed, as the client saw them.
+    const wrong = (expect: (r: RawAnswer, i: number) => boolean, list: RawAnswer[]) =>
+      list
+        .filter((r, i) => !expect(r, i))
+        .slice(0, 3)
+        .map((r) => ({
+          status: r.status,
+          code: r.json?.code,
+          closedAfterMs: r.closedAfterMs,
+          error: r.error,
+          bytes: r.raw.length,
+        }));
+    const bodyAnswers = answers.slice(0, N);
+    const headerAnswers = answers.slice(N);
+    t.same(
+      wrong(
+        (r, i) => r.json?.code === (i % 2 ? 'METHOD_NOT_ALLOWED' : 'PAYLOAD_TOO_LARGE') && r.json?.success === false,
+        bodyAnswers,
+      ),
+      [],
+      'each body trickler got its 405 or 413 envelope',
+    );
+    t.same(
+      wrong((r) => r.closedAfterMs !== undefined && r.closedAfterMs < 3500, bodyAnswers),
+      [],
+      'each was cut at once, not after the request timeout',
+    );
+    t.same(
+      wrong((r) => r.json?.code === 'REQUEST_TIMEOUT' && r.status === 408, headerAnswers),
+      [],
+      'each header trickler got the 408 envelope',
+    );
+    t.same(
+      wrong((r) => r.closedAfterMs !== undefined && r.closedAfterMs < 8000, headerAnswers),
+      [],
+      'each was cut within seconds of REQUEST_TIMEOUT_MS',
+    );
+    t.ok(allCutMs < 12_000, `all ${2 * N} connections were closed after ${allCutMs} ms`);
+    const grownMb = (peak - before) / 1024 / 1024;
+    t.ok(grownMb < 40, `peak RSS grew by ${grownMb.toFixed(1)} MB (from ${(before / 1024 / 1024).toFixed(0)} MB)`);
+  },
+);

@@ -25,7 +25,8 @@ async function until(what: string, check: () => boolean, limitMs = 5000): Promis
 }
 
 const linesOf = (server: LoggedServer, id: string) => server.logs.filter((l) => l.reqId === id);
-const exportLines = (server: LoggedServer, id: string) => linesOf(server, id).filter((l) => /^export (started|ended)$/.test(String(l.msg)));
+const exportLines = (server: LoggedServer, id: string) =>
+  linesOf(server, id).filter((l) => /^export (started|ended)$/.test(String(l.msg)));
 
 t.test('X-Request-Id: echoed when well-formed, a new UUID otherwise, on every kind of response', async (t) => {
   const db = await createTestDatabase(t);
@@ -59,28 +60,61 @@ t.test('X-Request-Id: echoed when well-formed, a new UUID otherwise, on every ki
   t.match(unparsable.headers['x-request-id'], UUID, 'a request Node cannot parse gets an id of its own');
 });
 
-t.test('an export logs one line at its start and one at its end, with ids, options, count, bytes, ms and outcome', async (t) => {
-  const db = await createTestDatabase(t);
-  await seed(db.sql, simpleSeed([doc('d1', 'a0'), doc('d2', 'a1', { type: 'category' })]));
-  const server = await startLoggedServer(t, db.url);
-  const res = await call(server.url, `${PATH}?excludeCategories=false`, { headers: { 'x-request-id': 'exp-1' } });
-  t.equal(res.status, 200);
-  await until('the end line', () => exportLines(server, 'exp-1').length === 2);
-  const [start, end] = exportLines(server, 'exp-1');
-  t.match(start, { msg: 'export started', userId: 'u1', keyId: 'k-u1', bookSlug: 'kb', excludeCategories: false, includeContentHtml: true });
-  t.match(end, { msg: 'export ended', outcome: 'complete', userId: 'u1', keyId: 'k-u1', count: 2, bytes: Buffer.byteLength(res.text) });
-  t.type(end!.ms, 'number');
+t.test(
+  'an export logs one line at its start and one at its end, with ids, options, count, bytes, ms and outcome',
+  async (t) => {
+    const db = await createTestDatabase(t);
+    await seed(db.sql, simpleSeed([doc('d1', 'a0'), doc('d2', 'a1', { type: 'category' })]));
+    const server = await startLoggedServer(t, db.url);
+    const res = await call(server.url, `${PATH}?excludeCategories=false`, { headers: { 'x-request-id': 'exp-1' } });
+    t.equal(res.status, 200);
+    await until('the end line', () => exportLines(server, 'exp-1').length === 2);
+    const [start, end] = exportLines(server, 'exp-1');
+    t.match(start, {
+      msg: 'export started',
+      userId: 'u1',
+      keyId: 'k-u1',
+      bookSlug: 'kb',
+      excludeCategories: false,
+      includeContentHtml: true,
+    });
+    t.match(end, {
+      msg: 'export ended',
+      outcome: 'complete',
+      userId: 'u1',
+      keyId: 'k-u1',
+      count: 2,
+      bytes: Buffer.byteLength(res.text),
+    });
+    t.type(end!.ms, 'number');
 
-  const again = await call(server.url, `${PATH}?excludeCategories=false`, { headers: { 'x-request-id': 'exp-2' } });
-  t.equal(again.status, 200);
-  t.match(exportLines(server, 'exp-2')[1], { outcome: 'complete', cached: true, count: 2, bytes: Buffer.byteLength(again.text) }, 'served from the cache');
-  t.notOk(JSON.stringify(server.logs).includes('kbx_u1'), 'the key is in no log line');
-});
+    const again = await call(server.url, `${PATH}?excludeCategories=false`, { headers: { 'x-request-id': 'exp-2' } });
+    t.equal(again.status, 200);
+    t.match(
+      exportLines(server, 'exp-2')[1],
+      { outcome: 'complete', cached: true, count: 2, bytes: Buffer.byteLength(again.text) },
+      'served from the cache',
+    );
+    t.notOk(JSON.stringify(server.logs).includes('kbx_u1'), 'the key is in no log line');
+  },
+);
 
 t.test('export outcomes in the end line: client_gone, rejected, failed', async (t) => {
   const db = await createTestDatabase(t);
-  await seed(db.sql, simpleSeed(Array.from({ length: 1500 }, (_, i) => doc(`d${i}`, `a${String(i).padStart(5, '0')}`, { contentStr: 'x'.repeat(10_000) }))));
-  const server = await startLoggedServer(t, db.url, { EXPORT_PER_USER_MAX: '1', EXPORT_CACHE_BYTES: '0', DB_TIMEOUT_MS: '700', STALL_TIMEOUT_MS: '100000' });
+  await seed(
+    db.sql,
+    simpleSeed(
+      Array.from({ length: 1500 }, (_, i) =>
+        doc(`d${i}`, `a${String(i).padStart(5, '0')}`, { contentStr: 'x'.repeat(10_000) }),
+      ),
+    ),
+  );
+  const server = await startLoggedServer(t, db.url, {
+    EXPORT_PER_USER_MAX: '1',
+    EXPORT_CACHE_BYTES: '0',
+    DB_TIMEOUT_MS: '700',
+    STALL_TIMEOUT_MS: '100000',
+  });
 
   // A client that asks and reads nothing holds the user's one export.
   const url = new URL(server.url);

@@ -64,8 +64,14 @@ t.test('walk order, ids, parents, types', async (t) => {
   );
 
   // The export orders by orderKey COLLATE "C", then id: that must reproduce the walk.
-  const sorted = [...docs].sort((a, b) => Buffer.compare(Buffer.from(a.orderKey), Buffer.from(b.orderKey)) || (a.id < b.id ? -1 : 1));
-  t.same(sorted.map((d) => d.id), docs.map((d) => d.id), 'byte-wise orderKey order equals walk order');
+  const sorted = [...docs].sort(
+    (a, b) => Buffer.compare(Buffer.from(a.orderKey), Buffer.from(b.orderKey)) || (a.id < b.id ? -1 : 1),
+  );
+  t.same(
+    sorted.map((d) => d.id),
+    docs.map((d) => d.id),
+    'byte-wise orderKey order equals walk order',
+  );
   t.equal(new Set(docs.map((d) => d.orderKey)).size, docs.length, 'orderKeys are unique');
   for (const d of docs) t.match(d.orderKey, /^[0-9a-z]+$/, `orderKey of ${d.id} is ASCII letters/digits`);
   t.equal(new Set(docs.map((d) => d.orderKey.length)).size, 1, 'orderKeys share one width');
@@ -95,7 +101,15 @@ t.test('slugs, names, fixed fields', async (t) => {
   );
   for (const d of docs) {
     t.equal(d.status, 1);
-    for (const k of ['description', 'emojiInfo', 'cover', 'tags', 'themeId', 'backgroundThemeId', 'bodyFontSize'] as const) {
+    for (const k of [
+      'description',
+      'emojiInfo',
+      'cover',
+      'tags',
+      'themeId',
+      'backgroundThemeId',
+      'bodyFontSize',
+    ] as const) {
       t.equal(d[k], null, `${d.id} ${k}`);
     }
     t.match(d.createdAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
@@ -138,7 +152,11 @@ t.test('contentHtml keeps the body bytes, rewriting only media URLs', async (t) 
     'CRLF kept, also inside a rewritten srcset',
   );
 
-  t.equal(byId(docs, 'b1:a b.html').contentHtml, '<p>fragment only &lt;p&gt;</p>\n', 'page without <body> tag: its content as written');
+  t.equal(
+    byId(docs, 'b1:a b.html').contentHtml,
+    '<p>fragment only &lt;p&gt;</p>\n',
+    'page without <body> tag: its content as written',
+  );
   t.equal(byId(docs, 'b1:zeta.html').contentHtml, '', 'empty body');
 });
 
@@ -173,7 +191,15 @@ t.test('resolveCorpusUrl', async (t) => {
   ];
   for (const [url, page, want] of cases) t.equal(resolveCorpusUrl(url, page), want, `${url} in ${page}`);
 
-  for (const url of ['/abs/x.png', '//cdn.example.com/x.png', '#top', 'https://e.com/x.png', 'data:image/png;base64,AAA', 'mailto:a@b.c', '']) {
+  for (const url of [
+    '/abs/x.png',
+    '//cdn.example.com/x.png',
+    '#top',
+    'https://e.com/x.png',
+    'data:image/png;base64,AAA',
+    'mailto:a@b.c',
+    '',
+  ]) {
     t.equal(resolveCorpusUrl(url, 'a/b/c.html'), url, `${JSON.stringify(url)} unchanged`);
   }
 });
@@ -186,7 +212,12 @@ t.test('resolveCorpusUrl reads \\ and encoded dots as a browser does (decisions.
     ['img\\', 'a/c.html', '/a/img/', 'a trailing backslash names a directory'],
     ['.%2E/%2e./.%2e/x.png', 'a/b/c.html', '/x.png', 'every mixed spelling of an encoded .. clamped'],
     ['%2e/img/%2E/a.png', 'a/c.html', '/a/img/a.png', 'encoded . segments dropped'],
-    ['a/%2e%2e\\%2E%2E\\..\\x.png?v=..\\1#..\\f', 'p/q.html', '/x.png?v=..\\1#..\\f', 'query and fragment kept as written'],
+    [
+      'a/%2e%2e\\%2E%2E\\..\\x.png?v=..\\1#..\\f',
+      'p/q.html',
+      '/x.png?v=..\\1#..\\f',
+      'query and fragment kept as written',
+    ],
     ['.\t./x.png', 'a/b/c.html', '/a/x.png', 'a tab inside .. is ignored, as URL parsers strip it'],
     ['a%2eb/..b/x.png', 'c.html', '/a%2eb/..b/x.png', 'dots inside names are not segments'],
     ['\\x.png', 'a/b.html', '/x.png', 'a leading backslash is root-relative'],
@@ -195,7 +226,8 @@ t.test('resolveCorpusUrl reads \\ and encoded dots as a browser does (decisions.
     ['\\\\cdn.example\\x.png', 'a/b.html', '//cdn.example/x.png', 'a backslash host becomes protocol-relative'],
     ['/\\cdn.example\\x.png?q\\', 'a/b.html', '//cdn.example/x.png?q\\', 'so does a slash-backslash host'],
   ];
-  for (const [url, page, want, why] of cases) t.equal(resolveCorpusUrl(url, page), want, `${JSON.stringify(url)} in ${page}: ${why}`);
+  for (const [url, page, want, why] of cases)
+    t.equal(resolveCorpusUrl(url, page), want, `${JSON.stringify(url)} in ${page}: ${why}`);
   for (const url of ['/abs//x.png', '/a..b/x.png', '//cdn.example/a/../x.png']) {
     t.equal(resolveCorpusUrl(url, 'a/b.html'), url, `${JSON.stringify(url)} unchanged: no backslash, no dot segment`);
   }
@@ -223,7 +255,11 @@ t.test('edge cases: symlinks, invalid UTF-8, media elements, character reference
   await utimes(join(dir, 'real.html'), when, when);
 
   const docs = await scan(dir, 'bk');
-  t.same(docs.map((d) => d.id), ['bk:bad.html', 'bk:real.html', 'bk:sub', 'bk:sub/inner.html'], 'symlinks not followed');
+  t.same(
+    docs.map((d) => d.id),
+    ['bk:bad.html', 'bk:real.html', 'bk:sub', 'bk:sub/inner.html'],
+    'symlinks not followed',
+  );
   t.equal(byId(docs, 'bk:bad.html').contentHtml, '<p>a\ufffd\ufffdb</p>', 'invalid UTF-8 replaced, no crash');
   t.equal(byId(docs, 'bk:real.html').createdAt, when.toISOString(), 'timestamps are the mtime');
 
@@ -287,6 +323,10 @@ t.test('media URLs go through the export rewriter: srcset, entities, escaping, r
   t.equal(page.rewrittenUrls, 1);
 
   page = await rewrite('<image src=a.png><a href=f.pdf download=f.pdf>f</a><a href=g.pdf>g</a>');
-  t.equal(page.contentHtml, '<image src=/d/a.png><a href=/d/f.pdf download=f.pdf>f</a><a href=g.pdf>g</a>', '<image> is an img; only attachment links');
+  t.equal(
+    page.contentHtml,
+    '<image src=/d/a.png><a href=/d/f.pdf download=f.pdf>f</a><a href=g.pdf>g</a>',
+    '<image> is an img; only attachment links',
+  );
   t.equal(page.rewrittenUrls, 2);
 });

@@ -28,38 +28,48 @@ function page(title: string, seed: number, size: number): string {
   );
 }
 
-t.test('three pages of 10 MB: peak RSS of the import under 250 MB, every page whole', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
-  const db = await createTestDatabase(t);
-  await db.sql`INSERT INTO users (id, name) VALUES ('u1', 'Owner')`;
-  const dir = t.testdir({});
-  await mkdir(path.join(dir, 'guide'));
-  const written: Record<string, number> = {};
-  for (let i = 0; i < 3; i++) {
-    const html = page(`Large ${i}`, i + 1, PAGE);
-    written[`guide/large-${i}.html`] = html.length;
-    await writeFile(path.join(dir, 'guide', `large-${i}.html`), html);
-  }
-  for (let i = 0; i < 5; i++) await writeFile(path.join(dir, `small-${i}.html`), page(`Small ${i}`, 10 + i, 20_000));
+t.test(
+  'three pages of 10 MB: peak RSS of the import under 250 MB, every page whole',
+  { skip: process.platform !== 'linux' && 'reads /proc' },
+  async (t) => {
+    const db = await createTestDatabase(t);
+    await db.sql`INSERT INTO users (id, name) VALUES ('u1', 'Owner')`;
+    const dir = t.testdir({});
+    await mkdir(path.join(dir, 'guide'));
+    const written: Record<string, number> = {};
+    for (let i = 0; i < 3; i++) {
+      const html = page(`Large ${i}`, i + 1, PAGE);
+      written[`guide/large-${i}.html`] = html.length;
+      await writeFile(path.join(dir, 'guide', `large-${i}.html`), html);
+    }
+    for (let i = 0; i < 5; i++) await writeFile(path.join(dir, `small-${i}.html`), page(`Small ${i}`, 10 + i, 20_000));
 
-  const run = await runCli(['import-html', dir, '--owner', 'u1', '--slug', 'docs'], { DATABASE_URL: db.url });
-  t.equal(run.code, 0, run.stderr);
-  t.match(run.stdout, /imported 9 documents/, 'eight pages and their folder');
+    const run = await runCli(['import-html', dir, '--owner', 'u1', '--slug', 'docs'], { DATABASE_URL: db.url });
+    t.equal(run.code, 0, run.stderr);
+    t.match(run.stdout, /imported 9 documents/, 'eight pages and their folder');
 
-  const rows = await db.sql<{ id: string; name: string; html: number; text: number }[]>`
+    const rows = await db.sql<{ id: string; name: string; html: number; text: number }[]>`
     SELECT id, name, length(content_html) AS html, length(content_str) AS text
     FROM documents WHERE book_id = 'u1:docs' AND id LIKE '%large%' ORDER BY id`;
-  t.same(
-    rows.map((r) => r.name),
-    ['Large 0', 'Large 1', 'Large 2'],
-  );
-  for (const r of rows) {
-    t.ok(r.html > 0.99 * written[r.id.replace('u1:docs:', '')]!, `${r.id}: contentHtml of ${(r.html / MB).toFixed(1)} MB, the body as written`);
-    t.ok(r.text > 3 * MB, `${r.id}: contentStr of ${(r.text / MB).toFixed(1)} MB`);
-  }
-  const [logo] = await db.sql<{ n: number }[]>`
+    t.same(
+      rows.map((r) => r.name),
+      ['Large 0', 'Large 1', 'Large 2'],
+    );
+    for (const r of rows) {
+      t.ok(
+        r.html > 0.99 * written[r.id.replace('u1:docs:', '')]!,
+        `${r.id}: contentHtml of ${(r.html / MB).toFixed(1)} MB, the body as written`,
+      );
+      t.ok(r.text > 3 * MB, `${r.id}: contentStr of ${(r.text / MB).toFixed(1)} MB`);
+    }
+    const [logo] = await db.sql<{ n: number }[]>`
     SELECT count(*)::int AS n FROM documents WHERE book_id = 'u1:docs' AND content_html LIKE '<nav class="sidebar"><img src="/_static/logo.png"%'`;
-  t.equal(logo!.n, 8, 'every page\'s sidebar logo made root-relative');
+    t.equal(logo!.n, 8, "every page's sidebar logo made root-relative");
 
-  t.ok(run.peakRss > 0, 'VmHWM was read');
-  t.ok(run.peakRss < BOUND, `peak RSS ${(run.peakRss / MB).toFixed(1)} MB for ${((3 * PAGE) / MB).toFixed(0)} MB of large pages (bound ${BOUND / MB} MB)`);
-});
+    t.ok(run.peakRss > 0, 'VmHWM was read');
+    t.ok(
+      run.peakRss < BOUND,
+      `peak RSS ${(run.peakRss / MB).toFixed(1)} MB for ${((3 * PAGE) / MB).toFixed(0)} MB of large pages (bound ${BOUND / MB} MB)`,
+    );
+  },
+);

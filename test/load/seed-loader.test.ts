@@ -59,7 +59,15 @@ function doc(id: string, orderKey: string, extra: Json = {}): Json {
 function small(): Json {
   return {
     users: [{ id: 'u-1', name: 'One', apiKeys: [{ id: 'k-1', key: 'kbx_one' }] }],
-    books: [{ id: 'b-1', ownerId: 'u-1', slug: 'kb', name: 'KB', documents: [doc('d-1', 'a0'), doc('d-2', 'a1'), doc('d-3', 'a2')] }],
+    books: [
+      {
+        id: 'b-1',
+        ownerId: 'u-1',
+        slug: 'kb',
+        name: 'KB',
+        documents: [doc('d-1', 'a0'), doc('d-2', 'a1'), doc('d-3', 'a2')],
+      },
+    ],
   };
 }
 
@@ -101,10 +109,16 @@ t.test('the seed-format.md example loads', async (t) => {
   t.equal(key!.expires_at, null);
   t.equal(key!.revoked_at, null);
   const plain = 'kbx_live_4f9c…';
-  t.same(Buffer.from(key!.key_hash), createHash('sha256').update(plain, 'utf8').digest(), 'key_hash is SHA-256 of the key');
+  t.same(
+    Buffer.from(key!.key_hash),
+    createHash('sha256').update(plain, 'utf8').digest(),
+    'key_hash is SHA-256 of the key',
+  );
   const [leak] = await sql`SELECT count(*)::int AS n FROM api_keys a WHERE strpos(a::text, ${'kbx_live'}) > 0`;
   t.equal(leak!.n, 0, 'the plain key is stored nowhere in api_keys');
-  const columns = (await sql`SELECT column_name FROM information_schema.columns WHERE table_name = 'api_keys'`).map((r) => r.column_name);
+  const columns = (await sql`SELECT column_name FROM information_schema.columns WHERE table_name = 'api_keys'`).map(
+    (r) => r.column_name,
+  );
   t.notOk(columns.includes('key'), 'no key column');
 
   const [book] = await sql`SELECT * FROM books`;
@@ -115,7 +129,8 @@ t.test('the seed-format.md example loads', async (t) => {
   t.equal((book!.created_at as Date).toISOString(), '2024-03-01T10:00:00.000Z');
   t.equal((book!.updated_at as Date).toISOString(), '2024-03-02T10:00:00.000Z');
 
-  const [d] = await sql`SELECT *, content_json::text AS json_text, jsonb_typeof(content_json) AS json_type FROM documents`;
+  const [d] =
+    await sql`SELECT *, content_json::text AS json_text, jsonb_typeof(content_json) AS json_type FROM documents`;
   t.match(
     { ...d },
     {
@@ -150,7 +165,9 @@ t.test('the seed-format.md example loads', async (t) => {
 t.test('a whole-file chunk and an owner already in the database load too (rule 1)', async (t) => {
   const sql = await emptyDatabase(t);
   await loadSeed(sql, Readable.from([JSON.stringify({ users: [{ id: 'u-old', name: 'Old' }] })]));
-  const summary = await load(sql, { books: [{ id: 'b-2', ownerId: 'u-old', slug: 's', name: 'S', documents: [doc('x', 'a0')] }] });
+  const summary = await load(sql, {
+    books: [{ id: 'b-2', ownerId: 'u-old', slug: 's', name: 'S', documents: [doc('x', 'a0')] }],
+  });
   t.same(summary, { users: 0, apiKeys: 0, books: 1, documents: 1 });
   t.same(await counts(sql), { users: 1, api_keys: 0, books: 1, documents: 1 });
 });
@@ -177,7 +194,8 @@ t.test('contentJson is stored as the JSON value it is, whatever its type (rule 4
   s.books[0].documents = values.map(([v], i) => doc(`j-${i}`, `a${i}`, { contentJson: v }));
   s.books[0].documents.push(doc('j-none', 'b0'), doc('j-null', 'b1', { contentJson: null }));
   await load(sql, s);
-  const rows = await sql`SELECT id, content_json::text AS text, jsonb_typeof(content_json) AS type FROM documents ORDER BY id`;
+  const rows =
+    await sql`SELECT id, content_json::text AS text, jsonb_typeof(content_json) AS type FROM documents ORDER BY id`;
   const byId = new Map(rows.map((r) => [r.id as string, r]));
   values.forEach(([v, type], i) => {
     const r = byId.get(`j-${i}`)!;
@@ -249,7 +267,14 @@ t.test('a missing required field (rule 7) loads nothing and names the record', a
     ['apiKeys[].id', (s) => delete s.users[0].apiKeys[0].id, [/users\[0\]\.apiKeys\[0\]/, /"id"/]],
     ['apiKeys[].key', (s) => delete s.users[0].apiKeys[0].key, [/users\[0\]\.apiKeys\[0\] \(id "k-1"\)/, /"key"/]],
     ['books[].id', (s) => delete s.books[0].id, [/books\[0\]/, /"id"/]],
-    ['books[].id (no documents)', (s) => { delete s.books[0].id; delete s.books[0].documents; }, [/books\[0\]/, /"id"/]],
+    [
+      'books[].id (no documents)',
+      (s) => {
+        delete s.books[0].id;
+        delete s.books[0].documents;
+      },
+      [/books\[0\]/, /"id"/],
+    ],
     ['books[].ownerId', (s) => delete s.books[0].ownerId, [/books\[0\] \(id "b-1"\)/, /"ownerId"/]],
     ['books[].slug', (s) => delete s.books[0].slug, [/books\[0\] \(id "b-1"\)/, /"slug"/]],
     ['books[].name', (s) => delete s.books[0].name, [/books\[0\] \(id "b-1"\)/, /"name"/]],
@@ -260,7 +285,11 @@ t.test('a missing required field (rule 7) loads nothing and names the record', a
         [f === 'id' ? /books\[0\]\.documents\[2\]/ : /books\[0\]\.documents\[2\] \(id "d-3"\)/, new RegExp(`"${f}"`)],
       ],
     ),
-    ['an empty string is missing too', (s) => (s.books[0].documents[2].slug = ''), [/books\[0\]\.documents\[2\]/, /"slug"/]],
+    [
+      'an empty string is missing too',
+      (s) => (s.books[0].documents[2].slug = ''),
+      [/books\[0\]\.documents\[2\]/, /"slug"/],
+    ],
     ['null is missing too', (s) => (s.users[0].name = null), [/users\[0\]/, /"name"/]],
   ];
   for (const [name, mutate, patterns] of cases) {
@@ -286,7 +315,10 @@ t.test('bad field values load nothing and name the record', async (t) => {
     s.books[0].documents[1].status = 0;
     s.books[0].documents[2].status = -7;
     await load(sql, s);
-    t.same((await sql`SELECT status FROM documents ORDER BY id`).map((r) => r.status), [1, 0, -7]);
+    t.same(
+      (await sql`SELECT status FROM documents ORDER BY id`).map((r) => r.status),
+      [1, 0, -7],
+    );
     await sql`TRUNCATE users, api_keys, books, documents, rewrite_plans`;
   });
   for (const size of ['16', 'big', 'Default', 16, true]) {
@@ -300,17 +332,23 @@ t.test('bad field values load nothing and name the record', async (t) => {
     const s = small();
     s.books[0].documents.forEach((d: Json, i: number) => (d.bodyFontSize = ['default', '14', 12][i]));
     await load(sql, s);
-    t.same((await sql`SELECT body_font_size FROM documents ORDER BY id`).map((r) => r.body_font_size), ['default', '14', '12']);
+    t.same(
+      (await sql`SELECT body_font_size FROM documents ORDER BY id`).map((r) => r.body_font_size),
+      ['default', '14', '12'],
+    );
     await sql`TRUNCATE users, api_keys, books, documents, rewrite_plans`;
   });
-  await t.test('contentYjs that is not base64 (the spec example holds a placeholder) loads as its text bytes', async (t) => {
-    const s = small();
-    s.books[0].documents[0].contentYjs = 'AQL…base64…';
-    await load(sql, s);
-    const [d] = await sql`SELECT content_yjs FROM documents WHERE id = 'd-1'`;
-    t.same(Buffer.from(d!.content_yjs), Buffer.from('AQL…base64…', 'utf8'));
-    await sql`TRUNCATE users, api_keys, books, documents, rewrite_plans`;
-  });
+  await t.test(
+    'contentYjs that is not base64 (the spec example holds a placeholder) loads as its text bytes',
+    async (t) => {
+      const s = small();
+      s.books[0].documents[0].contentYjs = 'AQL…base64…';
+      await load(sql, s);
+      const [d] = await sql`SELECT content_yjs FROM documents WHERE id = 'd-1'`;
+      t.same(Buffer.from(d!.content_yjs), Buffer.from('AQL…base64…', 'utf8'));
+      await sql`TRUNCATE users, api_keys, books, documents, rewrite_plans`;
+    },
+  );
   await t.test('a timestamp that is not one', async (t) => {
     const s = small();
     s.books[0].documents[1].createdAt = 'yesterday';
@@ -426,13 +464,23 @@ t.test('parentId must name a document of the same book', async (t) => {
   });
   await t.test('a document of another book in the file', async (t) => {
     const s = small();
-    s.books.push({ id: 'b-2', ownerId: 'u-1', slug: 'kb2', name: 'KB2', documents: [doc('e-1', 'a0', { parentId: 'd-1' })] });
+    s.books.push({
+      id: 'b-2',
+      ownerId: 'u-1',
+      slug: 'kb2',
+      name: 'KB2',
+      documents: [doc('e-1', 'a0', { parentId: 'd-1' })],
+    });
     await rejects(t, sql, s, [/e-1/, /d-1/]);
   });
   await t.test('a document of another book already in the database', async (t) => {
     await load(sql, small());
     const loaded = await counts(sql);
-    const s = { books: [{ id: 'b-2', ownerId: 'u-1', slug: 'kb2', name: 'KB2', documents: [doc('e-1', 'a0', { parentId: 'd-1' })] }] };
+    const s = {
+      books: [
+        { id: 'b-2', ownerId: 'u-1', slug: 'kb2', name: 'KB2', documents: [doc('e-1', 'a0', { parentId: 'd-1' })] },
+      ],
+    };
     await rejects(t, sql, s, [/e-1/, /d-1/], loaded);
   });
 });

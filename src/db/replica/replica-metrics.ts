@@ -47,8 +47,7 @@ export function registerReplicaMetrics(registry: Registry, replicas: ReplicaSet)
   });
   new Counter({
     name: 'kb_export_replica_fallbacks_total',
-    help:
-      'Exports read from the primary while standbys are configured, by reason: no standby usable (lagging or down), the standby picked failed before the first byte, or it had not replayed what the change token saw.',
+    help: 'Exports read from the primary while standbys are configured, by reason: no standby usable (lagging or down), the standby picked failed before the first byte, or it had not replayed what the change token saw.',
     labelNames: ['reason'],
     registers,
     collect() {

@@ -127,7 +127,9 @@ export class ReplicaSet {
     this.#running = false;
     if (this.#timer !== null) clearTimeout(this.#timer);
     this.#timer = null;
-    await Promise.allSettled(this.#standbys.flatMap((s) => [s.sql.end({ timeout: 5 }), s.checkSql.end({ timeout: 5 })]));
+    await Promise.allSettled(
+      this.#standbys.flatMap((s) => [s.sql.end({ timeout: 5 }), s.checkSql.end({ timeout: 5 })]),
+    );
   }
 
   /**
@@ -180,7 +182,9 @@ export class ReplicaSet {
   async #round(): Promise<void> {
     try {
       const [row] = await this.#ask('primary', this.#primary, (sql) =>
-        sql.unsafe<{ lsn: string; timeline: number }[]>(`SELECT pg_current_wal_flush_lsn()::text AS lsn, ${TIMELINE_SQL} AS timeline`),
+        sql.unsafe<{ lsn: string; timeline: number }[]>(
+          `SELECT pg_current_wal_flush_lsn()::text AS lsn, ${TIMELINE_SQL} AS timeline`,
+        ),
       );
       this.#history.record(parseLsn(row!.lsn), performance.now());
       this.#timeline = row!.timeline;
@@ -222,7 +226,8 @@ export class ReplicaSet {
     const replayed = parseLsn(row.replayed);
     const lag = this.#history.lag(replayed, performance.now());
     // Its change tokens would name its timeline, which the primary no longer answers (D12.8).
-    if (this.#timeline !== null && row.timeline !== this.#timeline) set('lagging', null, `on timeline ${row.timeline}, the primary on ${this.#timeline}`);
+    if (this.#timeline !== null && row.timeline !== this.#timeline)
+      set('lagging', null, `on timeline ${row.timeline}, the primary on ${this.#timeline}`);
     else if (lag === null) set('lagging', null, "the primary's WAL position is unknown");
     else if (!lag.known) set('lagging', lag.ms, 'behind by more than its history reaches');
     else if (lag.ms > this.#opts.maxLagMs) set('lagging', lag.ms, `lag over ${this.#opts.maxLagMs} ms`);
@@ -239,7 +244,8 @@ export class ReplicaSet {
     if (!this.#running) return;
     const log = this.#opts.log;
     const usable = this.#standbys.some((s) => s.status.state === 'usable');
-    const replicas = () => this.#standbys.map(({ status, error }) => ({ ...status, ...(error === undefined ? {} : { err: error }) }));
+    const replicas = () =>
+      this.#standbys.map(({ status, error }) => ({ ...status, ...(error === undefined ? {} : { err: error }) }));
     if (!usable && this.#fallback === null) {
       this.#fallback = { since: performance.now(), exports: 0 };
       log.warn({ replicas: replicas() }, 'replica unavailable: exports read from the primary until one is back');
@@ -248,14 +254,21 @@ export class ReplicaSet {
     if (usable && this.#fallback !== null) {
       const { since, exports } = this.#fallback;
       this.#fallback = null;
-      log.info({ replicas: replicas(), ms: Math.round(performance.now() - since), exports }, 'replica available again: exports read from replicas');
+      log.info(
+        { replicas: replicas(), ms: Math.round(performance.now() - since), exports },
+        'replica available again: exports read from replicas',
+      );
       return;
     }
     for (const s of this.#standbys) {
       const { index, state, lagMs, reason } = s.status;
       if (state === (s.previous ?? 'usable')) continue;
       if (state === 'usable') log.info({ replica: index, lagMs }, `replica ${index} usable again`);
-      else log.warn({ replica: index, state, lagMs, reason, ...(s.error === undefined ? {} : { err: s.error }) }, `replica ${index} ${state}: ${reason}`);
+      else
+        log.warn(
+          { replica: index, state, lagMs, reason, ...(s.error === undefined ? {} : { err: s.error }) },
+          `replica ${index} ${state}: ${reason}`,
+        );
     }
   }
 
@@ -282,13 +295,26 @@ export class ReplicaSet {
  * EXPORT_CONCURRENCY of them run). Not started: call start().
  */
 export function openReplicaSet(
-  config: Pick<Config, 'databaseReplicaUrls' | 'replicaMaxLagMs' | 'replicaCheckIntervalMs' | 'dbTimeoutMs' | 'exportConcurrency' | 'poolSize'>,
+  config: Pick<
+    Config,
+    | 'databaseReplicaUrls'
+    | 'replicaMaxLagMs'
+    | 'replicaCheckIntervalMs'
+    | 'dbTimeoutMs'
+    | 'exportConcurrency'
+    | 'poolSize'
+  >,
   primary: Sql,
   log: Log,
 ): ReplicaSet {
   const connectTimeoutS = Math.max(1, Math.ceil(config.dbTimeoutMs / 1000));
   const standbys = config.databaseReplicaUrls.map((url) => ({
-    sql: connect(url, { max: config.exportConcurrency + config.poolSize, applicationName: 'kb-export-export', connectTimeoutS, fetchTypes: false }),
+    sql: connect(url, {
+      max: config.exportConcurrency + config.poolSize,
+      applicationName: 'kb-export-export',
+      connectTimeoutS,
+      fetchTypes: false,
+    }),
     checkSql: connect(url, {
       max: 1,
       applicationName: 'kb-export-replica-check',

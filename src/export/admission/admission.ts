@@ -61,7 +61,10 @@ export class ExportAdmission {
         };
         const onAbort = () => leave(new ClientGoneError('gone', 'client went away while its export waited'));
         const timer = setTimeout(
-          () => leave(new ApiError('SERVICE_UNAVAILABLE', 'No export slot became free in time, retry later', RETRY_AFTER_S)),
+          () =>
+            leave(
+              new ApiError('SERVICE_UNAVAILABLE', 'No export slot became free in time, retry later', RETRY_AFTER_S),
+            ),
           this.limits.queueTimeoutMs,
         );
         const waiter: Waiter = {

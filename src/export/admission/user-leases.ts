@@ -79,7 +79,13 @@ export class UserLeases {
     signal.throwIfAborted();
     const { redis, perUserMax, ttlMs, timeoutMs } = this.#opts;
     const key = `${this.#opts.keyPrefix}-exports:${userId}`;
-    const options = { lockTimeout: ttlMs, acquireTimeout: timeoutMs, acquireAttemptsLimit: 1, retryInterval: 0, refreshInterval: 0 };
+    const options = {
+      lockTimeout: ttlMs,
+      acquireTimeout: timeoutMs,
+      acquireAttemptsLimit: 1,
+      retryInterval: 0,
+      refreshInterval: 0,
+    };
     const semaphore = new Semaphore(redis, key, perUserMax, options);
     const attempt = semaphore.tryAcquire(signal);
     let acquired: boolean;

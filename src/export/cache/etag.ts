@@ -17,7 +17,16 @@ export function exportEtag(r: Representation, bookId: string, version: string, m
   const h = createHash('sha256');
   // NUL cannot occur in any of the parts, so the join is unambiguous.
   const { excludeCategories, includeContentHtml } = r.options;
-  const parts = [OUTPUT_FORMAT_VERSION, r.format, r.encoding, bookId, version, excludeCategories, includeContentHtml, mediaProxyPrefix];
+  const parts = [
+    OUTPUT_FORMAT_VERSION,
+    r.format,
+    r.encoding,
+    bookId,
+    version,
+    excludeCategories,
+    includeContentHtml,
+    mediaProxyPrefix,
+  ];
   if (r.changedSince !== null) parts.push(`since ${r.changedSince}`);
   // A resumed export holds other documents than a full one (D13.1); the parts are JSON, so NUL-free.
   if (r.after !== null) parts.push(`after ${JSON.stringify([r.after.orderKey, r.after.id])}`);

@@ -70,7 +70,12 @@ export function storedContentHtml(j: Buffer | null): Buffer {
   return j ?? NULL;
 }
 
-export function encodeDocument(row: DocumentRow, coverUrl: Buffer | null, out: JsonChunker, html: ContentHtmlJson): void {
+export function encodeDocument(
+  row: DocumentRow,
+  coverUrl: Buffer | null,
+  out: JsonChunker,
+  html: ContentHtmlJson,
+): void {
   encodeDocumentHead(row, coverUrl, out);
   if (html === null || Buffer.isBuffer(html)) out.push(storedContentHtml(html));
   else if (isDirect(html)) html.writeTo(out);

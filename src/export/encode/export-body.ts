@@ -1,7 +1,13 @@
 /** One export's body, encoded in chunks and written with backpressure; keeps a copy of a small body for the cache. */
 import type { BookRow } from '../request/book.js';
 import type { DocumentRow } from '../snapshot/rows.js';
-import { DOCUMENT_END, encodeClosing, encodeDocumentHead, encodeOpening, storedContentHtml } from './document-encoder.js';
+import {
+  DOCUMENT_END,
+  encodeClosing,
+  encodeDocumentHead,
+  encodeOpening,
+  storedContentHtml,
+} from './document-encoder.js';
 import { isDirect, type BatchRewrites } from '../rewrite/rewrites.js';
 import { JsonChunker } from './json-encoder.js';
 import { FRAMING, type Framing } from './body-format.js';

@@ -43,4 +43,3 @@ export async function findBook(
   if (slug.includes('\0')) return undefined;
   return (await run(BOOK_QUERY, [userId, slug]))[0];
 }
-

@@ -39,10 +39,16 @@ export interface ExportRequest {
 }
 
 /** The request of `caller` for `bookSlug` with `query` and `headers`; throws ApiError INVALID_PARAMETER (D4.1, D13.1). */
-export function exportRequestOf(caller: Caller, bookSlug: string, query: Record<string, unknown>, headers: IncomingHttpHeaders): ExportRequest {
+export function exportRequestOf(
+  caller: Caller,
+  bookSlug: string,
+  query: Record<string, unknown>,
+  headers: IncomingHttpHeaders,
+): ExportRequest {
   const changedSince = tokenParam(query, 'changedSince');
   const after = positionParams(query);
-  if (after !== null && changedSince !== null) throw new ApiError('INVALID_PARAMETER', 'afterOrderKey and afterId cannot be combined with changedSince');
+  if (after !== null && changedSince !== null)
+    throw new ApiError('INVALID_PARAMETER', 'afterOrderKey and afterId cannot be combined with changedSince');
   return {
     caller,
     bookSlug,

@@ -35,7 +35,11 @@ export class Lookups {
 
   /** The book `slug` of `userId`, read on `on`; throws ApiError BOOK_NOT_FOUND, also for another owner's (export-api.md 7). */
   async book(userId: string, slug: string, on: Sql = this.sql): Promise<BookLookup> {
-    const book = await this.#run(() => findBook((text, params) => on.unsafe<BookLookup[]>(text, params), userId, slug), 'book lookup', this.#where(on));
+    const book = await this.#run(
+      () => findBook((text, params) => on.unsafe<BookLookup[]>(text, params), userId, slug),
+      'book lookup',
+      this.#where(on),
+    );
     if (book === undefined) throw new ApiError('BOOK_NOT_FOUND');
     return book;
   }

@@ -19,7 +19,8 @@ export function booleanParam(query: Record<string, unknown>, name: string, def: 
 export function tokenParam(query: Record<string, unknown>, name: string): string | null {
   if (!Object.prototype.hasOwnProperty.call(query, name)) return null;
   const v = query[name];
-  if (typeof v !== 'string' || v === '' || v.length > MAX_CHANGED_SINCE_CHARS) throw new ApiError('INVALID_PARAMETER', `${name} must be a change token`);
+  if (typeof v !== 'string' || v === '' || v.length > MAX_CHANGED_SINCE_CHARS)
+    throw new ApiError('INVALID_PARAMETER', `${name} must be a change token`);
   return v;
 }
 
@@ -34,11 +35,15 @@ const MAX_POSITION_CHARS = 1024;
 export function positionParams(query: Record<string, unknown>): { orderKey: string; id: string } | null {
   const has = (name: string) => Object.prototype.hasOwnProperty.call(query, name);
   if (!has('afterOrderKey') && !has('afterId')) return null;
-  if (!has('afterOrderKey') || !has('afterId')) throw new ApiError('INVALID_PARAMETER', 'afterOrderKey and afterId go together');
+  if (!has('afterOrderKey') || !has('afterId'))
+    throw new ApiError('INVALID_PARAMETER', 'afterOrderKey and afterId go together');
   const value = (name: string): string => {
     const v = query[name];
     if (typeof v !== 'string' || v.length > MAX_POSITION_CHARS || v.includes('\0')) {
-      throw new ApiError('INVALID_PARAMETER', `${name} must be one order key or document id of at most ${MAX_POSITION_CHARS} characters`);
+      throw new ApiError(
+        'INVALID_PARAMETER',
+        `${name} must be one order key or document id of at most ${MAX_POSITION_CHARS} characters`,
+      );
     }
     return v;
   };

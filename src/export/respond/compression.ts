@@ -7,13 +7,11 @@ import zlib from 'node:zlib';
 import type { ContentEncoding } from '../request/negotiate.js';
 import { type ResponseWriter } from './response-writer.js';
 
-
 type ZstdZlib = typeof zlib & {
   createZstdCompress?: (opts?: object) => zlib.Gzip;
   constants: typeof zlib.constants & { ZSTD_e_flush?: number; ZSTD_c_compressionLevel?: number };
 };
 const z = zlib as ZstdZlib;
-
 
 interface Compressor {
   stream: zlib.Gzip | zlib.BrotliCompress;
@@ -23,7 +21,10 @@ interface Compressor {
 function compressor(encoding: Exclude<ContentEncoding, 'identity'>): Compressor {
   if (encoding === 'gzip') return { stream: zlib.createGzip({ level: 4 }), flushKind: zlib.constants.Z_SYNC_FLUSH };
   if (encoding === 'br') {
-    const params = { [zlib.constants.BROTLI_PARAM_QUALITY]: 4, [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT };
+    const params = {
+      [zlib.constants.BROTLI_PARAM_QUALITY]: 4,
+      [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT,
+    };
     return { stream: zlib.createBrotliCompress({ params }), flushKind: zlib.constants.BROTLI_OPERATION_FLUSH };
   }
   const level = z.constants.ZSTD_c_compressionLevel;
@@ -80,4 +81,3 @@ export function bodySink(writer: ResponseWriter, encoding: ContentEncoding): Bod
     },
   };
 }
-

@@ -174,7 +174,8 @@ export class ResponseWriter {
       .catch(() => null)
       .then((unacked) => {
         this.sampling = false;
-        if (this.reasonGone === null && !this.disposed) this.record(waited, Math.max(0, handed - queued - (unacked ?? 0)));
+        if (this.reasonGone === null && !this.disposed)
+          this.record(waited, Math.max(0, handed - queued - (unacked ?? 0)));
       });
   }
 

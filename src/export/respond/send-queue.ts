@@ -23,7 +23,10 @@ function txQueueOf(text: string, inode: string): number | null {
   for (let at = text.indexOf(needle); at !== -1; at = text.indexOf(needle, at + 1)) {
     const start = text.lastIndexOf('\n', at) + 1;
     const end = text.indexOf('\n', at);
-    const fields = text.slice(start, end === -1 ? undefined : end).trim().split(/\s+/);
+    const fields = text
+      .slice(start, end === -1 ? undefined : end)
+      .trim()
+      .split(/\s+/);
     // The same digits may be another column (a uid, a timeout): only the inode column counts.
     if (fields[9] !== inode) continue;
     const tx = /^([0-9A-Fa-f]+):[0-9A-Fa-f]+$/.exec(fields[4] ?? '');

@@ -104,7 +104,10 @@ class BatchRewrite {
       if (plans && column !== null) {
         const stored = readStoredPlan(column);
         // A plan whose key matches but that does not fit its text was computed wrongly: tokenize, and replace it.
-        let reused = stored !== null && storedPlanMatches(text, opts.prefix, stored) ? this.#spliced(text, stored, PLAN_KEY_BYTES) : null;
+        let reused =
+          stored !== null && storedPlanMatches(text, opts.prefix, stored)
+            ? this.#spliced(text, stored, PLAN_KEY_BYTES)
+            : null;
         if (reused instanceof Promise) reused = await reused;
         if (reused !== null) {
           this.#contentHtml[i] = reused;
@@ -146,7 +149,10 @@ class BatchRewrite {
       }
     }
     if (pool && small.length > 0 && smallBytes >= offloadBytes) {
-      const out = await pool.plan(small.map((p) => p.text), prefix);
+      const out = await pool.plan(
+        small.map((p) => p.text),
+        prefix,
+      );
       for (const [k, p] of small.entries()) await this.#planned(p, out[k]!);
     } else {
       // In slices too: 1 MB of `<img src=a>` planned in one step held the event loop for 300 ms and more (D8.8).
@@ -171,7 +177,9 @@ class BatchRewrite {
   #spliced(text: Buffer, plan: Buffer, from = 0): ContentHtmlJson | null | Promise<ContentHtmlJson | null> {
     if (plan.length === from) return text;
     const length = splicedLength(text, plan, this.#prefixJson, this.opts.pause, from);
-    return typeof length === 'number' ? this.#splice(text, plan, from, length) : length.then((n) => this.#splice(text, plan, from, n));
+    return typeof length === 'number'
+      ? this.#splice(text, plan, from, length)
+      : length.then((n) => this.#splice(text, plan, from, n));
   }
 
   /** Once a splice's length is known, it replaces the stored text's in the batch's bytes. */

@@ -39,8 +39,13 @@ const FINISHED: Request = { asked: 0, rows: Promise.resolve([]) };
 export type DocumentSelection = { all: true } | { since: ChangeSince } | { after: ResumePosition };
 
 /** The size cursor's and the rows' SQL for `selection`, and their parameters. */
-function selectionQueries(opts: DocumentQueryOptions, bookId: string, selection: DocumentSelection): [string, string, string[]] {
-  if ('since' in selection) return [changedDocumentSizeQuery(opts), changedDocumentQuery(opts), [bookId, ...sinceParams(selection.since)]];
+function selectionQueries(
+  opts: DocumentQueryOptions,
+  bookId: string,
+  selection: DocumentSelection,
+): [string, string, string[]] {
+  if ('since' in selection)
+    return [changedDocumentSizeQuery(opts), changedDocumentQuery(opts), [bookId, ...sinceParams(selection.since)]];
   if ('after' in selection) {
     const { orderKey, id } = selection.after;
     return [documentSizeQuery(opts, AFTER_POSITION), documentQuery(opts, AFTER_POSITION), [bookId, orderKey, id]];
@@ -69,7 +74,13 @@ export class DocumentCursor {
   }
 
   /** Declares both cursors over the documents `selection` names and asks for the first batch. */
-  static async open(snap: Snapshot, opts: DocumentQueryOptions, bookId: string, selection: DocumentSelection, limits: CursorLimits): Promise<DocumentCursor> {
+  static async open(
+    snap: Snapshot,
+    opts: DocumentQueryOptions,
+    bookId: string,
+    selection: DocumentSelection,
+    limits: CursorLimits,
+  ): Promise<DocumentCursor> {
     const [sizes, rows, params] = selectionQueries(opts, bookId, selection);
     const declare = (name: string, query: string) =>
       snap.query(`DECLARE ${name} NO SCROLL CURSOR FOR ${query}`, params, { timeoutMs: limits.startMs });
@@ -101,7 +112,8 @@ export class DocumentCursor {
   #fill(): void {
     while (this.#ahead.length < AHEAD) {
       const before = this.#ahead.at(-1);
-      const after = (r: Request | typeof DEFERRED) => (r === DEFERRED ? DEFERRED : r.asked === 0 ? FINISHED : this.#askUnlessOversized());
+      const after = (r: Request | typeof DEFERRED) =>
+        r === DEFERRED ? DEFERRED : r.asked === 0 ? FINISHED : this.#askUnlessOversized();
       this.#ahead.push(this.#readAhead(before === undefined ? this.#askUnlessOversized() : before.then(after)));
     }
   }
@@ -155,7 +167,10 @@ export class DocumentCursor {
     if (!force && this.#sizes.length - this.#head >= this.limits.maxRows) return;
     const chunk = this.#sizeChunk;
     this.#sizeChunk = Math.max(1024, 2 * this.limits.maxRows);
-    const reading = this.snap.query<[Buffer][]>(`FETCH FORWARD ${chunk} FROM ${SIZES}`, [], { raw: true, timeoutMs: this.limits.fetchMs });
+    const reading = this.snap.query<[Buffer][]>(`FETCH FORWARD ${chunk} FROM ${SIZES}`, [], {
+      raw: true,
+      timeoutMs: this.limits.fetchMs,
+    });
     this.#sizesPending = reading.then(
       (rows) => {
         // Drop what was used, so the buffer never holds more than a chunk and a batch.

@@ -23,7 +23,8 @@ export const AFTER_POSITION = '(order_key, id) > ($2, $3)';
 const ORDER = 'ORDER BY order_key, id';
 
 /** A column's JSON text (PostgreSQL escapes it); `nullable`: NULL or '' is null (D2.1). */
-const json = (col: string, nullable = false) => (nullable ? `coalesce(to_json(nullif(${col}, ''))::text, 'null')` : `to_json(${col})::text`);
+const json = (col: string, nullable = false) =>
+  nullable ? `coalesce(to_json(nullif(${col}, ''))::text, 'null')` : `to_json(${col})::text`;
 /** A column's JSON text, `def` when it is NULL or '' (D2.2-D2.4). */
 const withDefault = (col: string, def: string) => `to_json(coalesce(nullif(${col}, ''), '${def}'))::text`;
 
@@ -80,10 +81,25 @@ export function documentQuery(opts: DocumentQueryOptions, filter = ''): string {
  */
 export function documentSizeQuery(opts: DocumentQueryOptions, filter = ''): string {
   const len = (col: string) => `coalesce(octet_length(${col}), 0)`;
-  const cols = ['id', 'slug', 'name', 'type', 'parent_id', 'order_key', 'description', 'emoji_info', 'cover_url',
-    'cover_position', 'theme_id', 'background_theme_id', 'content_str'];
+  const cols = [
+    'id',
+    'slug',
+    'name',
+    'type',
+    'parent_id',
+    'order_key',
+    'description',
+    'emoji_info',
+    'cover_url',
+    'cover_position',
+    'theme_id',
+    'background_theme_id',
+    'content_str',
+  ];
   if (opts.includeContentHtml) cols.push('content_html');
-  const plan = plansRead(opts) ? ` + coalesce(${storedPlan('2 + 2 * (octet_length(plan_key) + octet_length(plan))')}, 0)` : '';
+  const plan = plansRead(opts)
+    ? ` + coalesce(${storedPlan('2 + 2 * (octet_length(plan_key) + octet_length(plan))')}, 0)`
+    : '';
   return `
   SELECT (${cols.map(len).join(' + ')} + ${len("array_to_string(tags, ',')")}${plan})::int8
   ${documentsOf(opts, filter)}

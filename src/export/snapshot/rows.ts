@@ -16,7 +16,14 @@ export const DOC = {
   plan: 5,
 } as const;
 
-export type DocumentRow = [head: Buffer, coverUrl: Buffer | null, coverPosition: Buffer | null, tail: Buffer | null, contentHtml: Buffer | null, plan: Buffer | null];
+export type DocumentRow = [
+  head: Buffer,
+  coverUrl: Buffer | null,
+  coverPosition: Buffer | null,
+  tail: Buffer | null,
+  contentHtml: Buffer | null,
+  plan: Buffer | null,
+];
 
 /**
  * Bytes of a row's values, as fetched. An indexed loop: under --optimize-for-size a for-of made an

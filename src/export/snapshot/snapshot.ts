@@ -59,13 +59,21 @@ class Failure {
   }
 
   /** `tx.unsafe(text)`'s result; a late answer fails the snapshot, and a failed snapshot this statement, at once. */
-  query<R>(tx: TransactionSql, text: string, params: readonly unknown[], opts: { raw?: boolean; timeoutMs: number }): Promise<R> {
+  query<R>(
+    tx: TransactionSql,
+    text: string,
+    params: readonly unknown[],
+    opts: { raw?: boolean; timeoutMs: number },
+  ): Promise<R> {
     this.check();
     const q = tx.unsafe(text, params as never[]);
     const running = (opts.raw ? q.raw() : q).execute() as unknown as Promise<R>;
     return new Promise<R>((resolve, reject) => {
       const statement = {
-        timer: setTimeout(() => this.fail(new DependencyError('database', `no answer within ${opts.timeoutMs} ms`)), opts.timeoutMs),
+        timer: setTimeout(
+          () => this.fail(new DependencyError('database', `no answer within ${opts.timeoutMs} ms`)),
+          opts.timeoutMs,
+        ),
         reject,
       };
       this.#waiting.add(statement);

@@ -10,7 +10,8 @@ t.test('parseLsn reads PostgreSQL WAL positions', async (t) => {
   t.equal(parseLsn('0/16B3748'), 0x16b3748n);
   t.equal(parseLsn('16/B374D848'), (0x16n << 32n) | 0xb374d848n);
   t.equal(parseLsn('FFFFFFFF/FFFFFFFF'), (1n << 64n) - 1n);
-  for (const bad of ['', '16', '16/', 'x/1', '1/2/3', '123456789/0']) t.throws(() => parseLsn(bad), /not a WAL position/, JSON.stringify(bad));
+  for (const bad of ['', '16', '16/', 'x/1', '1/2/3', '123456789/0'])
+    t.throws(() => parseLsn(bad), /not a WAL position/, JSON.stringify(bad));
 });
 
 t.test('no sample yet: lag unknown', async (t) => {
@@ -33,7 +34,11 @@ t.test('behind: the time since the primary first had WAL past the replay positio
   h.record(300n, 2000);
   t.same(h.lag(100n, 2500), { ms: 1500, known: true }, 'lacks 101..: first seen at 1000');
   t.same(h.lag(250n, 2500), { ms: 500, known: true });
-  t.same(h.lag(100n, 10_000), { ms: 9000, known: true }, 'a stuck standby falls further behind while the primary is idle');
+  t.same(
+    h.lag(100n, 10_000),
+    { ms: 9000, known: true },
+    'a stuck standby falls further behind while the primary is idle',
+  );
 });
 
 t.test('behind the oldest sample: a lower bound, not known', async (t) => {

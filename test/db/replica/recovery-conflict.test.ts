@@ -16,7 +16,11 @@ import { freePort } from '../../../src/db/free-port.js';
 import { startReplicaPair } from '../../helpers/replica.js';
 
 const cancelled = { code: '40001', severity: 'ERROR', message: 'canceling statement due to conflict with recovery' };
-const terminated = { code: '40001', severity: 'FATAL', message: 'terminating connection due to conflict with recovery' };
+const terminated = {
+  code: '40001',
+  severity: 'FATAL',
+  message: 'terminating connection due to conflict with recovery',
+};
 const bufferPin = { code: '40P01', severity: 'ERROR', message: 'canceling statement due to conflict with recovery' };
 // PostgreSQL's own translations (its de, fr and ja message catalogs).
 const translated = [
@@ -32,10 +36,21 @@ t.test('40001 and 40P01 from a standby are recovery conflicts in any language; f
     t.notOk(isRecoveryConflict(err, false), `from the primary: ${err.code} ${err.message}`);
   }
   // On a standby the code is the whole story: its read-only snapshots cannot fail otherwise.
-  t.ok(isRecoveryConflict({ code: '40001', message: 'konnte Zugriff nicht serialisieren wegen gleichzeitiger Aktualisierung' }, true));
-  t.notOk(isRecoveryConflict({ code: '40001', message: 'could not serialize access due to concurrent update' }, false), "a primary's serialisation failure");
+  t.ok(
+    isRecoveryConflict(
+      { code: '40001', message: 'konnte Zugriff nicht serialisieren wegen gleichzeitiger Aktualisierung' },
+      true,
+    ),
+  );
+  t.notOk(
+    isRecoveryConflict({ code: '40001', message: 'could not serialize access due to concurrent update' }, false),
+    "a primary's serialisation failure",
+  );
   t.notOk(isRecoveryConflict({ code: '40P01', message: 'deadlock detected' }, false), "a primary's deadlock");
-  t.notOk(isRecoveryConflict({ code: '57014', message: 'canceling statement due to conflict with recovery' }, true), 'another code, whatever its message');
+  t.notOk(
+    isRecoveryConflict({ code: '57014', message: 'canceling statement due to conflict with recovery' }, true),
+    'another code, whatever its message',
+  );
   t.notOk(isRecoveryConflict({ message: 'canceling statement due to conflict with recovery' }, true), 'no code');
   t.notOk(isRecoveryConflict(null, true));
   t.notOk(isRecoveryConflict('40001', true));
@@ -51,13 +66,21 @@ t.test('before the first byte a recovery conflict is an outage of the replica: 5
   t.equal(asDatabaseOutage(terminated, false)?.dependency, 'database', 'a FATAL on the primary is a lost connection');
 });
 
-const pair = await startReplicaPair(t, { standbySettings: { max_standby_streaming_delay: 0, hot_standby_feedback: 'off' }, messagesLocale: true });
+const pair = await startReplicaPair(t, {
+  standbySettings: { max_standby_streaming_delay: 0, hot_standby_feedback: 'off' },
+  messagesLocale: true,
+});
 const standby = connect(pair.standby.url, { max: 1, applicationName: 'kbx-test', fetchTypes: false });
 t.teardown(() => standby.end({ timeout: 1 }));
 
 t.test("a standby's conflict count, and null from a server that does not answer", async (t) => {
   t.equal(await conflictsSoFar(standby, 5000), 0n, 'none yet');
-  const nowhere = connect(`postgres://postgres@127.0.0.1:${await freePort()}/postgres`, { max: 1, applicationName: 'kbx-test', connectTimeoutS: 1, fetchTypes: false });
+  const nowhere = connect(`postgres://postgres@127.0.0.1:${await freePort()}/postgres`, {
+    max: 1,
+    applicationName: 'kbx-test',
+    connectTimeoutS: 1,
+    fetchTypes: false,
+  });
   t.teardown(() => nowhere.end({ timeout: 1 }));
   t.equal(await conflictsSoFar(nowhere, 2000), null);
 });
@@ -102,13 +125,17 @@ t.test('a real conflict on the standby under another lc_messages: told by its SQ
   t.notOk(isRecoveryConflict(err, false), 'the same error is none if the primary had sent it');
   t.equal(asDatabaseOutage(err, true)?.dependency, 'replica');
   let after = before;
-  for (const until = Date.now() + 10_000; after === before && Date.now() < until; await new Promise((r) => setTimeout(r, 50))) {
+  for (
+    const until = Date.now() + 10_000;
+    after === before && Date.now() < until;
+    await new Promise((r) => setTimeout(r, 50))
+  ) {
     after = (await conflictsSoFar(standby, 5000))!;
   }
   t.ok(after > before, 'the standby counted it');
 });
 
-t.test("a real serialisation failure on the primary is no recovery conflict", async (t) => {
+t.test('a real serialisation failure on the primary is no recovery conflict', async (t) => {
   const a = postgres(pair.primary.url, { max: 1, onnotice: () => {} });
   const b = postgres(pair.primary.url, { max: 1, onnotice: () => {} });
   t.teardown(() => Promise.all([a.end({ timeout: 1 }), b.end({ timeout: 1 })]));

@@ -51,7 +51,8 @@ t.test('a full queue is 503 SERVICE_UNAVAILABLE with Retry-After (D8.1)', async 
   const queued = [rejection(a.acquire('c', live())), rejection(a.acquire('d', live()))];
   const err = await rejection(a.acquire('e', live()));
   t.equal(a.waiting, 2, 'the refused request did not queue');
-  for (const q of queued) t.equal(((await q) as ApiError).code, 'SERVICE_UNAVAILABLE', 'the queued ones time out later');
+  for (const q of queued)
+    t.equal(((await q) as ApiError).code, 'SERVICE_UNAVAILABLE', 'the queued ones time out later');
   t.ok(err instanceof ApiError);
   t.equal((err as ApiError).code, 'SERVICE_UNAVAILABLE');
   t.equal((err as ApiError).statusCode, 503);
@@ -82,25 +83,31 @@ t.test('a client that leaves while waiting leaves the queue and never gets a slo
   t.equal(a.streaming, 0);
   const gone = new AbortController();
   gone.abort();
-  t.ok((await rejection(a.acquire('c', gone.signal))) instanceof ClientGoneError, 'a client already gone is refused at once');
+  t.ok(
+    (await rejection(a.acquire('c', gone.signal))) instanceof ClientGoneError,
+    'a client already gone is refused at once',
+  );
   t.equal(a.streaming, 0);
 });
 
-t.test('one user holds at most perUserMax places, streaming or waiting: then 429 with Retry-After (D8.2)', async (t) => {
-  const a = new ExportAdmission({ ...limits, concurrency: 1, perUserMax: 2 });
-  const r1 = await a.acquire('u', live());
-  const queued = a.acquire('u', live());
-  const err = await rejection(a.acquire('u', live()));
-  t.equal((err as ApiError).code, 'RATE_LIMITED');
-  t.equal((err as ApiError).statusCode, 429);
-  t.equal((err as ApiError).retryAfterS, RETRY_AFTER_S);
-  const other = a.acquire('v', live());
-  t.equal(a.waiting, 2, 'another user still queues');
-  r1();
-  (await queued)();
-  (await other)();
-  const again = await a.acquire('u', live());
-  t.pass('the cap counts only what the user holds now');
-  again();
-  t.equal(a.streaming, 0);
-});
+t.test(
+  'one user holds at most perUserMax places, streaming or waiting: then 429 with Retry-After (D8.2)',
+  async (t) => {
+    const a = new ExportAdmission({ ...limits, concurrency: 1, perUserMax: 2 });
+    const r1 = await a.acquire('u', live());
+    const queued = a.acquire('u', live());
+    const err = await rejection(a.acquire('u', live()));
+    t.equal((err as ApiError).code, 'RATE_LIMITED');
+    t.equal((err as ApiError).statusCode, 429);
+    t.equal((err as ApiError).retryAfterS, RETRY_AFTER_S);
+    const other = a.acquire('v', live());
+    t.equal(a.waiting, 2, 'another user still queues');
+    r1();
+    (await queued)();
+    (await other)();
+    const again = await a.acquire('u', live());
+    t.pass('the cap counts only what the user holds now');
+    again();
+    t.equal(a.streaming, 0);
+  },
+);

@@ -53,54 +53,70 @@ async function waiting(server: LoggedServer): Promise<number> {
 
 const auth = (user: string) => `Bearer kbx_${user}`;
 
-t.test('queue full: 503 at once; a queued request that waits too long: 503; both with Retry-After (D8.1)', async (t) => {
-  const server = await startLoggedServer(t, db.url, {
-    EXPORT_CONCURRENCY: '1',
-    EXPORT_QUEUE_MAX: '1',
-    EXPORT_QUEUE_TIMEOUT_MS: '600',
-    STALL_TIMEOUT_MS: '20000',
-  });
-  const holder = await nonReader(server, 'u1');
-  t.teardown(() => holder.destroy());
-  await until('the holder to stream', () => server.begun() === 1);
+t.test(
+  'queue full: 503 at once; a queued request that waits too long: 503; both with Retry-After (D8.1)',
+  async (t) => {
+    const server = await startLoggedServer(t, db.url, {
+      EXPORT_CONCURRENCY: '1',
+      EXPORT_QUEUE_MAX: '1',
+      EXPORT_QUEUE_TIMEOUT_MS: '600',
+      STALL_TIMEOUT_MS: '20000',
+    });
+    const holder = await nonReader(server, 'u1');
+    t.teardown(() => holder.destroy());
+    await until('the holder to stream', () => server.begun() === 1);
 
-  const queued = call(server.url, PATH, { auth: auth('u2') });
-  await until('the request to queue', async () => (await waiting(server)) === 1);
-  const started = Date.now();
-  const full = await call(server.url, PATH, { auth: auth('u3') });
-  t.equal(full.status, 503, 'the queue is full');
-  t.equal(full.json?.code, 'SERVICE_UNAVAILABLE');
-  t.equal(full.json?.success, false);
-  t.ok(Number(full.headers['retry-after']) > 0, `Retry-After: ${full.headers['retry-after']}`);
-  t.ok(Date.now() - started < 400, 'refused at once, not after the queue timeout');
+    const queued = call(server.url, PATH, { auth: auth('u2') });
+    await until('the request to queue', async () => (await waiting(server)) === 1);
+    const started = Date.now();
+    const full = await call(server.url, PATH, { auth: auth('u3') });
+    t.equal(full.status, 503, 'the queue is full');
+    t.equal(full.json?.code, 'SERVICE_UNAVAILABLE');
+    t.equal(full.json?.success, false);
+    t.ok(Number(full.headers['retry-after']) > 0, `Retry-After: ${full.headers['retry-after']}`);
+    t.ok(Date.now() - started < 400, 'refused at once, not after the queue timeout');
 
-  const timedOut = await queued;
-  t.equal(timedOut.status, 503, 'the queued request timed out');
-  t.equal(timedOut.json?.code, 'SERVICE_UNAVAILABLE');
-  t.ok(Number(timedOut.headers['retry-after']) > 0);
-  t.equal(server.begun(), 1, 'neither refused request reached the database');
-});
+    const timedOut = await queued;
+    t.equal(timedOut.status, 503, 'the queued request timed out');
+    t.equal(timedOut.json?.code, 'SERVICE_UNAVAILABLE');
+    t.ok(Number(timedOut.headers['retry-after']) > 0);
+    t.equal(server.begun(), 1, 'neither refused request reached the database');
+  },
+);
 
-t.test('per-user cap: the same user\'s next export is 429 RATE_LIMITED with Retry-After; others go on (D8.2)', async (t) => {
-  const server = await startLoggedServer(t, db.url, { EXPORT_CONCURRENCY: '2', EXPORT_PER_USER_MAX: '1', STALL_TIMEOUT_MS: '20000' });
-  const holder = await nonReader(server, 'u1');
-  t.teardown(() => holder.destroy());
-  await until('the holder to stream', () => server.begun() === 1);
-  const again = await call(server.url, PATH, { auth: auth('u1') });
-  t.equal(again.status, 429);
-  t.equal(again.json?.code, 'RATE_LIMITED');
-  t.ok(Number(again.headers['retry-after']) > 0, `Retry-After: ${again.headers['retry-after']}`);
-  const other = await call(server.url, PATH, { auth: auth('u2') });
-  t.equal(other.status, 200, 'another user is served');
-  t.equal(other.json?.meta?.count, 1);
-  holder.destroy();
-  await until('the slot to free', () => server.logs.some((l) => l.msg === 'export ended' && l.outcome === 'client_gone'));
-  const after = await call(server.url, PATH, { auth: auth('u1'), headers: { 'x-no': '1' } });
-  t.equal(after.status, 200, 'the cap counts only running exports');
-});
+t.test(
+  "per-user cap: the same user's next export is 429 RATE_LIMITED with Retry-After; others go on (D8.2)",
+  async (t) => {
+    const server = await startLoggedServer(t, db.url, {
+      EXPORT_CONCURRENCY: '2',
+      EXPORT_PER_USER_MAX: '1',
+      STALL_TIMEOUT_MS: '20000',
+    });
+    const holder = await nonReader(server, 'u1');
+    t.teardown(() => holder.destroy());
+    await until('the holder to stream', () => server.begun() === 1);
+    const again = await call(server.url, PATH, { auth: auth('u1') });
+    t.equal(again.status, 429);
+    t.equal(again.json?.code, 'RATE_LIMITED');
+    t.ok(Number(again.headers['retry-after']) > 0, `Retry-After: ${again.headers['retry-after']}`);
+    const other = await call(server.url, PATH, { auth: auth('u2') });
+    t.equal(other.status, 200, 'another user is served');
+    t.equal(other.json?.meta?.count, 1);
+    holder.destroy();
+    await until('the slot to free', () =>
+      server.logs.some((l) => l.msg === 'export ended' && l.outcome === 'client_gone'),
+    );
+    const after = await call(server.url, PATH, { auth: auth('u1'), headers: { 'x-no': '1' } });
+    t.equal(after.status, 200, 'the cap counts only running exports');
+  },
+);
 
 t.test('a client that leaves the queue never reaches the database; the slot goes to the next one (D8.1)', async (t) => {
-  const server = await startLoggedServer(t, db.url, { EXPORT_CONCURRENCY: '1', EXPORT_QUEUE_TIMEOUT_MS: '20000', STALL_TIMEOUT_MS: '20000' });
+  const server = await startLoggedServer(t, db.url, {
+    EXPORT_CONCURRENCY: '1',
+    EXPORT_QUEUE_TIMEOUT_MS: '20000',
+    STALL_TIMEOUT_MS: '20000',
+  });
   const holder = await nonReader(server, 'u1');
   await until('the holder to stream', () => server.begun() === 1);
   const leaver = await nonReader(server, 'u2');
@@ -113,7 +129,9 @@ t.test('a client that leaves the queue never reaches the database; the slot goes
   t.equal(res.status, 200, 'the request behind the leaver is served');
   t.equal(res.json?.meta?.count, 1);
   t.equal(server.begun(), 2, 'only the holder and the served request began a snapshot');
-  await until('the leaver to be logged', () => server.logs.some((l) => l.msg === 'client went away before its export started'));
+  await until('the leaver to be logged', () =>
+    server.logs.some((l) => l.msg === 'client went away before its export started'),
+  );
   t.pass('the leaver was seen leaving');
 });
 
@@ -132,25 +150,34 @@ async function lockKeys(db: TestDatabase): Promise<{ release: () => Promise<void
 
 /** Whether a session waits on a lock in `db` (the key lookup behind lockKeys). */
 async function lockWaiter(db: TestDatabase): Promise<boolean> {
-  return (await db.sql`SELECT 1 FROM pg_stat_activity WHERE datname = ${db.name} AND wait_event_type = 'Lock'`).length > 0;
+  return (
+    (await db.sql`SELECT 1 FROM pg_stat_activity WHERE datname = ${db.name} AND wait_event_type = 'Lock'`).length > 0
+  );
 }
 
 for (const how of ['close', 'half-close'] as const) {
-  t.test(`a client that ${how}s during its key lookup frees its place at once and never reaches the database (D6.4)`, async (t) => {
-    const server = await startLoggedServer(t, db.url, { EXPORT_CONCURRENCY: '1', EXPORT_QUEUE_MAX: '0', STALL_TIMEOUT_MS: '60000' });
-    const lock = await lockKeys(db);
-    const early = await nonReader(server, 'u2');
-    await until('the lookup to wait on the lock', () => lockWaiter(db));
-    if (how === 'close') early.destroy();
-    else early.end();
-    await sleep(100);
-    await lock.release();
-    await sleep(200);
-    const started = Date.now();
-    const next = await call(server.url, PATH, { auth: auth('u3') });
-    t.equal(next.status, 200, 'the only export slot is free: served, not 503 (the queue holds none)');
-    t.ok(Date.now() - started < 2000, `served after ${Date.now() - started} ms`);
-    t.equal(server.begun(), 1, 'the early client began no snapshot');
-    early.destroy();
-  });
+  t.test(
+    `a client that ${how}s during its key lookup frees its place at once and never reaches the database (D6.4)`,
+    async (t) => {
+      const server = await startLoggedServer(t, db.url, {
+        EXPORT_CONCURRENCY: '1',
+        EXPORT_QUEUE_MAX: '0',
+        STALL_TIMEOUT_MS: '60000',
+      });
+      const lock = await lockKeys(db);
+      const early = await nonReader(server, 'u2');
+      await until('the lookup to wait on the lock', () => lockWaiter(db));
+      if (how === 'close') early.destroy();
+      else early.end();
+      await sleep(100);
+      await lock.release();
+      await sleep(200);
+      const started = Date.now();
+      const next = await call(server.url, PATH, { auth: auth('u3') });
+      t.equal(next.status, 200, 'the only export slot is free: served, not 503 (the queue holds none)');
+      t.ok(Date.now() - started < 2000, `served after ${Date.now() - started} ms`);
+      t.equal(server.begun(), 1, 'the early client began no snapshot');
+      early.destroy();
+    },
+  );
 }

@@ -85,7 +85,9 @@ t.test('If-None-Match: a 304 with no body that runs no export; 401, 404 and 429 
   t.equal(JSON.parse(miss.body.toString()).meta.count, 1);
   t.ok((await backends(db.sql, exportPool)).length > 0, 'and that one did use the export pool');
 
-  const unauthorised = await request(`${server.url}${PATH}`, { headers: { authorization: 'Bearer kbx_nobody', 'if-none-match': '*' } });
+  const unauthorised = await request(`${server.url}${PATH}`, {
+    headers: { authorization: 'Bearer kbx_nobody', 'if-none-match': '*' },
+  });
   t.equal(unauthorised.statusCode, 401, 'a wrong key is 401, not 304');
   await unauthorised.body.dump();
   const missing = await get(server.url, { 'if-none-match': '*' }, '/api/v1/open/books/nope/docs');
@@ -97,32 +99,55 @@ t.test('If-None-Match: a 304 with no body that runs no export; 401, 404 and 429 
   t.equal(over.status, 429, 'over the rate limit: 429, not 304');
 });
 
-t.test('compressed bodies carry a weak ETag, identity bodies a strong one; both match If-None-Match (D9.1)', async (t) => {
-  const db = await createTestDatabase(t);
-  await seed(db.sql, simpleSeed([doc('d1', 'a1', { contentHtml: '<img src="x.png">' }), doc('d2', 'a2')]));
-  const server = await startServer(t, {}, db);
-  const identity = await get(server.url);
-  t.match(identity.etag, /^"kbx/, 'identity: strong');
-  for (const encoding of ['gzip', 'br']) {
-    const streamed = await get(server.url, { 'accept-encoding': encoding });
-    const cached = await get(server.url, { 'accept-encoding': encoding });
-    t.equal(streamed.headers['content-encoding'], encoding);
-    t.match(streamed.etag, /^W\/"kbx/, `${encoding}: weak, its bytes depend on how it was compressed`);
-    t.equal(cached.etag, streamed.etag, `${encoding}: the cached body has the same weak ETag`);
-    t.not(streamed.etag!.slice(2), identity.etag, `${encoding}: another representation than identity`);
-    const again = await get(server.url, { 'accept-encoding': encoding, 'if-none-match': streamed.etag! });
-    t.equal(again.status, 304, `${encoding}: its weak ETag gets 304`);
-  }
-});
+t.test(
+  'compressed bodies carry a weak ETag, identity bodies a strong one; both match If-None-Match (D9.1)',
+  async (t) => {
+    const db = await createTestDatabase(t);
+    await seed(db.sql, simpleSeed([doc('d1', 'a1', { contentHtml: '<img src="x.png">' }), doc('d2', 'a2')]));
+    const server = await startServer(t, {}, db);
+    const identity = await get(server.url);
+    t.match(identity.etag, /^"kbx/, 'identity: strong');
+    for (const encoding of ['gzip', 'br']) {
+      const streamed = await get(server.url, { 'accept-encoding': encoding });
+      const cached = await get(server.url, { 'accept-encoding': encoding });
+      t.equal(streamed.headers['content-encoding'], encoding);
+      t.match(streamed.etag, /^W\/"kbx/, `${encoding}: weak, its bytes depend on how it was compressed`);
+      t.equal(cached.etag, streamed.etag, `${encoding}: the cached body has the same weak ETag`);
+      t.not(streamed.etag!.slice(2), identity.etag, `${encoding}: another representation than identity`);
+      const again = await get(server.url, { 'accept-encoding': encoding, 'if-none-match': streamed.etag! });
+      t.equal(again.status, 304, `${encoding}: its weak ETag gets 304`);
+    }
+  },
+);
 
 t.test('a release that changes the rewriting rules changes every ETag (D9.1)', async (t) => {
   const real = await import('../../../src/export/rewrite/plans/rewrite-plan.js');
-  const bumped = await t.mockImport<typeof import('../../../src/export/cache/etag.js')>(new URL('../../../src/export/cache/etag.js', import.meta.url).href, {
-    [new URL('../../../src/export/rewrite/plans/rewrite-plan.js', import.meta.url).href]: { ...real, PLAN_RULES_VERSION: real.PLAN_RULES_VERSION + 1 },
-  });
+  const bumped = await t.mockImport<typeof import('../../../src/export/cache/etag.js')>(
+    new URL('../../../src/export/cache/etag.js', import.meta.url).href,
+    {
+      [new URL('../../../src/export/rewrite/plans/rewrite-plan.js', import.meta.url).href]: {
+        ...real,
+        PLAN_RULES_VERSION: real.PLAN_RULES_VERSION + 1,
+      },
+    },
+  );
   const today = await import('../../../src/export/cache/etag.js');
-  const representation = { options: { excludeCategories: true, includeContentHtml: true }, format: 'json', encoding: 'identity', changedSince: null, after: null } as const;
+  const representation = {
+    options: { excludeCategories: true, includeContentHtml: true },
+    format: 'json',
+    encoding: 'identity',
+    changedSince: null,
+    after: null,
+  } as const;
   t.not(bumped.OUTPUT_FORMAT_VERSION, today.OUTPUT_FORMAT_VERSION, 'the output format version holds the rules version');
-  t.not(bumped.exportEtag(representation, 'b1', 'v1', '/media/'), today.exportEtag(representation, 'b1', 'v1', '/media/'), 'so the ETag changes');
-  t.equal(today.exportEtag(representation, 'b1', 'v1', '/media/'), today.exportEtag({ ...representation }, 'b1', 'v1', '/media/'), 'and is stable otherwise');
+  t.not(
+    bumped.exportEtag(representation, 'b1', 'v1', '/media/'),
+    today.exportEtag(representation, 'b1', 'v1', '/media/'),
+    'so the ETag changes',
+  );
+  t.equal(
+    today.exportEtag(representation, 'b1', 'v1', '/media/'),
+    today.exportEtag({ ...representation }, 'b1', 'v1', '/media/'),
+    'and is stable otherwise',
+  );
 });

@@ -40,7 +40,7 @@ t.test('ExportCache: hits, misses, size limits and least-recently-used eviction'
   t.ok(c.get({ ...key('1'), bookId: 'f' }), 'the newest stayed');
 });
 
-t.test('ExportCache: versions are not ordered; asking for or keeping one drops the book\'s others', async (t) => {
+t.test("ExportCache: versions are not ordered; asking for or keeping one drops the book's others", async (t) => {
   const c = new ExportCache(1000);
   const [v1, v2] = ['5e1e1a9c-0000-4000-8000-000000000001', '0a7b2c3d-0000-4000-8000-000000000002'];
   c.set(key(v1), Buffer.from('one'), 'token');
@@ -50,7 +50,11 @@ t.test('ExportCache: versions are not ordered; asking for or keeping one drops t
   t.equal(c.get(key(v1)), undefined, 'asking for the current version dropped the other one');
   c.set(key(v2), Buffer.from('two'), 'token');
   c.set(key(v1), Buffer.from('one again'), 'token');
-  t.same(c.get(key(v1))?.body, Buffer.from('one again'), 'a body kept after another version is kept under its own (no order)');
+  t.same(
+    c.get(key(v1))?.body,
+    Buffer.from('one again'),
+    'a body kept after another version is kept under its own (no order)',
+  );
   t.equal(c.get(key(v2)), undefined, 'keeping one again dropped two');
   t.same(c.get({ ...key(v1), bookId: 'other' })?.body, Buffer.from('other'), 'other books keep theirs');
   t.equal(c.size, 'other'.length, 'asking for two dropped one again');
@@ -65,11 +69,15 @@ t.test('ExportCache: 0 bytes turns it off', async (t) => {
   t.equal(c.misses, 0, 'and counts no misses');
 });
 
-t.test('ExportCache: a body is kept under the change tokens\' floor, and for KEEP_MS at most (D12.3)', async (t) => {
+t.test("ExportCache: a body is kept under the change tokens' floor, and for KEEP_MS at most (D12.3)", async (t) => {
   let now = 1_000_000;
   const c = new ExportCache(1000, () => now);
   c.set(key('1'), Buffer.from('one'), 'token');
-  t.equal(c.get(key('1', { tokenFloor: '2' })), undefined, 'tokens expired since: the kept body carries a refused token');
+  t.equal(
+    c.get(key('1', { tokenFloor: '2' })),
+    undefined,
+    'tokens expired since: the kept body carries a refused token',
+  );
   now += KEEP_MS;
   t.same(c.get(key('1'))?.body, Buffer.from('one'), 'served up to KEEP_MS after it was kept');
   now += 1;
@@ -77,19 +85,23 @@ t.test('ExportCache: a body is kept under the change tokens\' floor, and for KEE
   t.equal(c.size, 0, 'and dropped');
 });
 
-async function exportBody(server: TestServer, query = ''): Promise<{ status: number; headers: Record<string, unknown>; body: Buffer }> {
+async function exportBody(
+  server: TestServer,
+  query = '',
+): Promise<{ status: number; headers: Record<string, unknown>; body: Buffer }> {
   const res = await request(`${server.url}/api/v1/open/books/kb/docs${query}`, { headers: AUTH });
   return { status: res.statusCode, headers: res.headers, body: Buffer.from(await res.body.arrayBuffer()) };
 }
 
-const names = (body: Buffer) => (JSON.parse(body.toString()) as { documents: { name: string }[] }).documents.map((d) => d.name);
+const names = (body: Buffer) =>
+  (JSON.parse(body.toString()) as { documents: { name: string }[] }).documents.map((d) => d.name);
 
 t.test('a repeated export is served from memory with the same bytes and headers', async (t) => {
   const server = await startServer(t);
   await seed(server.db.sql, simpleSeed([doc('d1', 'a0', { contentHtml: '<img src="x.png">' }), doc('d2', 'a1')]));
   const first = await exportBody(server);
   const second = await exportBody(server);
-  t.equal((await server.cacheHits()), 1, 'the second export was a hit');
+  t.equal(await server.cacheHits(), 1, 'the second export was a hit');
   t.ok(second.body.equals(first.body), 'byte-for-byte the streamed body');
   t.equal(second.status, 200);
   t.equal(second.headers['content-type'], first.headers['content-type']);
@@ -104,25 +116,40 @@ t.test('every change to what the export holds is seen by the next export', async
   const sql = server.db.sql;
   await seed(sql, simpleSeed([doc('d1', 'a0'), doc('d2', 'a1')]));
   const changes: [string, () => Promise<unknown>, (body: Buffer) => boolean][] = [
-    ['a document updated', () => sql`UPDATE documents SET name = 'renamed' WHERE id = 'd1'`, (b) => names(b)[0] === 'renamed'],
-    ['a document inserted', () => sql`
+    [
+      'a document updated',
+      () => sql`UPDATE documents SET name = 'renamed' WHERE id = 'd1'`,
+      (b) => names(b)[0] === 'renamed',
+    ],
+    [
+      'a document inserted',
+      () => sql`
       INSERT INTO documents (id, book_id, slug, name, type, order_key, status)
-      VALUES ('d3', 'b-u1', 'd3', 'third', 'document', 'a2', 1)`, (b) => names(b).includes('third')],
-    ['a document deactivated', () => sql`UPDATE documents SET status = 0 WHERE id = 'd3'`, (b) => !names(b).includes('third')],
+      VALUES ('d3', 'b-u1', 'd3', 'third', 'document', 'a2', 1)`,
+      (b) => names(b).includes('third'),
+    ],
+    [
+      'a document deactivated',
+      () => sql`UPDATE documents SET status = 0 WHERE id = 'd3'`,
+      (b) => !names(b).includes('third'),
+    ],
     ['a document deleted', () => sql`DELETE FROM documents WHERE id = 'd2'`, (b) => names(b).length === 1],
-    ['the book renamed', () => sql`UPDATE books SET name = 'New name' WHERE id = 'b-u1'`,
-      (b) => (JSON.parse(b.toString()) as { book: { name: string } }).book.name === 'New name'],
+    [
+      'the book renamed',
+      () => sql`UPDATE books SET name = 'New name' WHERE id = 'b-u1'`,
+      (b) => (JSON.parse(b.toString()) as { book: { name: string } }).book.name === 'New name',
+    ],
     ['the documents truncated', () => sql`TRUNCATE documents, rewrite_plans`, (b) => names(b).length === 0],
   ];
   for (const [what, change, seen] of changes) {
     await exportBody(server);
     const before = await exportBody(server);
-    const hits = (await server.cacheHits());
+    const hits = await server.cacheHits();
     t.ok(hits > 0 && !seen(before.body), `${what}: cached before the change`);
     await change();
     const after = await exportBody(server);
     t.ok(seen(after.body), `${what}: the next export shows it`);
-    t.equal((await server.cacheHits()), hits, `${what}: not served from memory`);
+    t.equal(await server.cacheHits(), hits, `${what}: not served from memory`);
   }
 });
 
@@ -132,14 +159,14 @@ t.test('a knowledge base deleted and loaded again with the same ids is exported 
   await seed(sql, simpleSeed([doc('d1', 'a0'), doc('d2', 'a1')]));
   await exportBody(server);
   await exportBody(server);
-  const hits = (await server.cacheHits());
+  const hits = await server.cacheHits();
   t.equal(hits, 1, 'cached before');
   for (const name of ['reloaded', 'reloaded again']) {
     await sql`DELETE FROM books WHERE id = 'b-u1'`;
     // The owner is already in the database (seed-format.md rule 1).
     await seed(sql, { users: [], books: simpleSeed([doc('d1', 'a0', { name }), doc('d2', 'a1')]).books });
     t.same(names((await exportBody(server)).body), [name, 'Doc d2'], `${name}: the new data`);
-    t.equal((await server.cacheHits()), hits, `${name}: not served from memory`);
+    t.equal(await server.cacheHits(), hits, `${name}: not served from memory`);
   }
 });
 
@@ -153,15 +180,19 @@ t.test('restore-like replays of the same rows are exported afresh', async (t) =>
   const changed = rows.map((r) => (r.id === 'd2' ? { ...r, name: 'restored' } : r)).reverse();
   await sql`INSERT INTO documents ${sql(changed as Record<string, unknown>[])}`;
   await exportBody(server);
-  t.same(names((await exportBody(server)).body), ['Doc d1', 'restored', 'Doc d3'], 'truncated and inserted again in another order');
-  const hits = (await server.cacheHits());
+  t.same(
+    names((await exportBody(server)).body),
+    ['Doc d1', 'restored', 'Doc d3'],
+    'truncated and inserted again in another order',
+  );
+  const hits = await server.cacheHits();
   await sql.begin(async (tx) => {
     await tx`DELETE FROM documents`;
     for (const r of rows) await tx`INSERT INTO documents ${tx(r)}`;
   });
   const replayed = await exportBody(server);
   t.ok(replayed.body.equals(original.body), 'deleted and inserted again as they were first: the first body');
-  t.equal((await server.cacheHits()), hits, 'not served from memory');
+  t.equal(await server.cacheHits(), hits, 'not served from memory');
 });
 
 t.test('an autosave of the editor formats keeps the version: the next export is served from memory', async (t) => {
@@ -172,11 +203,11 @@ t.test('an autosave of the editor formats keeps the version: the next export is 
   await sql`UPDATE documents SET content_yjs = '\x0102', content_json = '{"type":"doc"}' WHERE id = 'd1'`;
   await sql`UPDATE documents SET name = name, content_html = content_html`;
   const second = await exportBody(server);
-  t.equal((await server.cacheHits()), 1, 'a hit');
+  t.equal(await server.cacheHits(), 1, 'a hit');
   t.ok(second.body.equals(first.body));
   await sql`UPDATE documents SET name = 'renamed' WHERE id = 'd2'`;
   t.same(names((await exportBody(server)).body), ['Doc d1', 'renamed'], 'a change to an exported column is seen');
-  t.equal((await server.cacheHits()), 1, 'and not served from memory');
+  t.equal(await server.cacheHits(), 1, 'and not served from memory');
 });
 
 t.test('tokens expired by the operator: the next full export carries a token a delta accepts (D12.3)', async (t) => {
@@ -203,7 +234,7 @@ t.test('an export larger than a quarter of EXPORT_CACHE_BYTES is streamed every 
   const b = await exportBody(server);
   t.ok(a.body.length > 500);
   t.ok(b.body.equals(a.body));
-  t.equal((await server.cacheHits()), 0);
+  t.equal(await server.cacheHits(), 0);
 });
 
 t.test('EXPORT_CACHE_BYTES=0: nothing is kept', async (t) => {
@@ -211,5 +242,5 @@ t.test('EXPORT_CACHE_BYTES=0: nothing is kept', async (t) => {
   await seed(server.db.sql, simpleSeed([doc('d1', 'a0')]));
   await exportBody(server);
   await exportBody(server);
-  t.equal((await server.cacheHits()), 0);
+  t.equal(await server.cacheHits(), 0);
 });

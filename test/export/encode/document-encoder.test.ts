@@ -29,7 +29,8 @@ const preCheck = (json: Buffer) => jsonHtmlMayNeedRewrite(json);
 const jsonCheck = (html: string) => preCheck(Buffer.from(JSON.stringify(html)));
 
 /** An ASCII-only label for a string: TAP output must not carry raw control characters. */
-const label = (s: string) => JSON.stringify(s).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+const label = (s: string) =>
+  JSON.stringify(s).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
 // ---------------------------------------------------------------------------------------------
 // The contentHtml pre-check on escaped JSON text
@@ -91,14 +92,90 @@ t.test('contentHtml pre-check: fixed cases', async (t) => {
 
 /** Pieces of HTML-ish text: media tag names, markers, everything that can end a tag name, and noise. */
 const PIECES = [
-  '<img', '<IMG', '<iMg', '<image', '<IMAGE', '<source', '<SOURCE', '<video', '<Video', '<audio', '<track', '<embed',
-  '<object', '<a', '<A', '<abbr', '<area', '<p', '<imgx', '<svg>', '</svg>', '<math>', '<script>', '</script>',
-  '<textarea>', '<!--', '-->', '<![CDATA[', '<', '</', '</a>',
-  'download', 'DOWNLOAD', 'Download', 'data-type', 'DATA-TYPE', 'data-type="attachment"', 'data-type=attachment',
-  ' ', '\t', '\n', '\r', '\f', '\r\n', '\v', '/', '>', '"', "'", '\\', '\\"', '=', 'src=', 'href=', 'srcset=', 'poster=',
-  'data=', 'a.png', './a.png', '/a.png', 'https://x/a.png', '/media/a.png', '&amp;', '&lt;', '&#x3c;', '&#47;',
-  'é', 'ß', 'İ', 'ſ', '\u212a', 'µ', 'ÿ', '日本', '😀', '\u2028', '\u2029', '\u0000', '\u0001', '\u007f', '\u0085', '\u00a0',
-  '\ufeff', '\ufffd',
+  '<img',
+  '<IMG',
+  '<iMg',
+  '<image',
+  '<IMAGE',
+  '<source',
+  '<SOURCE',
+  '<video',
+  '<Video',
+  '<audio',
+  '<track',
+  '<embed',
+  '<object',
+  '<a',
+  '<A',
+  '<abbr',
+  '<area',
+  '<p',
+  '<imgx',
+  '<svg>',
+  '</svg>',
+  '<math>',
+  '<script>',
+  '</script>',
+  '<textarea>',
+  '<!--',
+  '-->',
+  '<![CDATA[',
+  '<',
+  '</',
+  '</a>',
+  'download',
+  'DOWNLOAD',
+  'Download',
+  'data-type',
+  'DATA-TYPE',
+  'data-type="attachment"',
+  'data-type=attachment',
+  ' ',
+  '\t',
+  '\n',
+  '\r',
+  '\f',
+  '\r\n',
+  '\v',
+  '/',
+  '>',
+  '"',
+  "'",
+  '\\',
+  '\\"',
+  '=',
+  'src=',
+  'href=',
+  'srcset=',
+  'poster=',
+  'data=',
+  'a.png',
+  './a.png',
+  '/a.png',
+  'https://x/a.png',
+  '/media/a.png',
+  '&amp;',
+  '&lt;',
+  '&#x3c;',
+  '&#47;',
+  'é',
+  'ß',
+  'İ',
+  'ſ',
+  '\u212a',
+  'µ',
+  'ÿ',
+  '日本',
+  '😀',
+  '\u2028',
+  '\u2029',
+  '\u0000',
+  '\u0001',
+  '\u007f',
+  '\u0085',
+  '\u00a0',
+  '\ufeff',
+  '\ufffd',
 ];
 /** A media tag or link, often one the rewriter changes: name in any case, a terminator, attributes. */
 const TAG_NAMES = ['img', 'image', 'source', 'video', 'audio', 'track', 'embed', 'object', 'a'];
@@ -107,17 +184,53 @@ const mediaTag = fc
     fc.constantFrom(...TAG_NAMES),
     fc.array(fc.boolean(), { minLength: 6, maxLength: 6 }),
     fc.constantFrom(' ', '\t', '\n', '\r', '\f', '/', '>', '\r\n', '  '),
-    fc.array(fc.constantFrom('src=a.png', 'src="./a b.png"', "srcset='a.png 1x, b.png 2x'", 'poster=p.png', 'data=d.pdf',
-      'href=f.pdf', 'download', 'DownLoad', 'data-type=attachment', 'DATA-TYPE="attachment"', 'SRC=/x.png', 'src=https://x/a.png', 'alt="<img src=a>"'), { maxLength: 3 }),
+    fc.array(
+      fc.constantFrom(
+        'src=a.png',
+        'src="./a b.png"',
+        "srcset='a.png 1x, b.png 2x'",
+        'poster=p.png',
+        'data=d.pdf',
+        'href=f.pdf',
+        'download',
+        'DownLoad',
+        'data-type=attachment',
+        'DATA-TYPE="attachment"',
+        'SRC=/x.png',
+        'src=https://x/a.png',
+        'alt="<img src=a>"',
+      ),
+      { maxLength: 3 },
+    ),
     fc.constantFrom('>', '/>', '', ' >'),
   )
-  .map(([name, upper, term, attrs, end]) =>
-    '<' + [...name].map((c, i) => (upper[i % 6] ? c.toUpperCase() : c)).join('') + (term === '>' ? '' : term) + attrs.join(' ') + end);
+  .map(
+    ([name, upper, term, attrs, end]) =>
+      '<' +
+      [...name].map((c, i) => (upper[i % 6] ? c.toUpperCase() : c)).join('') +
+      (term === '>' ? '' : term) +
+      attrs.join(' ') +
+      end,
+  );
 const htmlish = fc.oneof(
-  { weight: 4, arbitrary: fc.array(fc.oneof(fc.constantFrom(...PIECES), fc.string({ unit: 'binary', maxLength: 3 })), { maxLength: 24 }).map((a) => a.join('')) },
-  { weight: 3, arbitrary: fc.array(fc.oneof(mediaTag, fc.constantFrom(...PIECES)), { maxLength: 12 }).map((a) => a.join('')) },
+  {
+    weight: 4,
+    arbitrary: fc
+      .array(fc.oneof(fc.constantFrom(...PIECES), fc.string({ unit: 'binary', maxLength: 3 })), { maxLength: 24 })
+      .map((a) => a.join('')),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.array(fc.oneof(mediaTag, fc.constantFrom(...PIECES)), { maxLength: 12 }).map((a) => a.join('')),
+  },
   { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 40 }) },
-  { weight: 1, arbitrary: fc.string({ unit: fc.constantFrom('<', 'i', 'm', 'g', 'a', ' ', '\n', '>', '/', '"', '\\', 'd', 'o', 'w', 'n', 'l'), maxLength: 30 }) },
+  {
+    weight: 1,
+    arbitrary: fc.string({
+      unit: fc.constantFrom('<', 'i', 'm', 'g', 'a', ' ', '\n', '>', '/', '"', '\\', 'd', 'o', 'w', 'n', 'l'),
+      maxLength: 30,
+    }),
+  },
 );
 
 t.test('property: the contentHtml pre-check has no false negatives on HTML-ish text', async (t) => {
@@ -142,24 +255,45 @@ t.test('property: the contentHtml pre-check has no false negatives on HTML-ish t
   t.ok(passed > 500, `the pre-check passed ${passed} of 5000 draws without the rewriter`);
 });
 
-t.test('property: the contentHtml pre-check is at least as strict as mayNeedRewrite on arbitrary strings', async (t) => {
-  fc.assert(
-    fc.property(fc.oneof(fc.string({ unit: 'binary' }), fc.string({ unit: 'grapheme' })), (s) => {
-      const html = Buffer.from(s).toString(); // what PostgreSQL text can hold
-      return !mayNeedRewrite(html) || jsonCheck(html);
-    }),
-    { numRuns: 2000 },
-  );
-  t.pass('2000 runs');
-});
+t.test(
+  'property: the contentHtml pre-check is at least as strict as mayNeedRewrite on arbitrary strings',
+  async (t) => {
+    fc.assert(
+      fc.property(fc.oneof(fc.string({ unit: 'binary' }), fc.string({ unit: 'grapheme' })), (s) => {
+        const html = Buffer.from(s).toString(); // what PostgreSQL text can hold
+        return !mayNeedRewrite(html) || jsonCheck(html);
+      }),
+      { numRuns: 2000 },
+    );
+    t.pass('2000 runs');
+  },
+);
 
 // ---------------------------------------------------------------------------------------------
 // contentHtml through encodeDocument
 
 /** Stored values of one document with the given contentHtml (and nothing else of interest). */
 function withHtml(html: string | null): DocumentValues {
-  return ['d', 's', 'n', 'document', null, 'a0', null, null, null, null, null, null, null, null,
-    '2024-03-01T10:00:00.000Z', '2024-03-02T10:00:00.000Z', null, html];
+  return [
+    'd',
+    's',
+    'n',
+    'document',
+    null,
+    'a0',
+    null,
+    null,
+    null,
+    null,
+    null,
+    null,
+    null,
+    null,
+    '2024-03-01T10:00:00.000Z',
+    '2024-03-02T10:00:00.000Z',
+    null,
+    html,
+  ];
 }
 
 const CONTENT_HTML_KEY = Buffer.from(',"contentHtml":');
@@ -190,7 +324,11 @@ t.test('encodeDocument passes contentHtml bytes through untouched when nothing i
     t.ok(contentHtmlBytes(row).equals(row[DOC.contentHtml]!), `same bytes for ${label(html)}`);
   }
   // JSON text in a form JSON.stringify would not write (`\u00e9`, `\/`) stays exactly as the database sent it.
-  for (const json of ['"caf\\u00e9 <img alt=x>"', '"<p>a\\/b<\\/p>"', '"<a href=\\"https://x.example/f.pdf\\" download>\\u2028</a>"']) {
+  for (const json of [
+    '"caf\\u00e9 <img alt=x>"',
+    '"<p>a\\/b<\\/p>"',
+    '"<a href=\\"https://x.example/f.pdf\\" download>\\u2028</a>"',
+  ]) {
     const row = rowFromValues(withHtml('x'));
     row[DOC.contentHtml] = Buffer.from(json);
     t.ok(contentHtmlBytes(row).equals(Buffer.from(json)), `same bytes for ${json}`);
@@ -202,20 +340,23 @@ t.test('encodeDocument passes contentHtml bytes through untouched when nothing i
   t.equal(rewritten.toString(), JSON.stringify('<img\nsrc="/media/a.png" alt="\u2028">'));
 });
 
-t.test('property: contentHtml is the stored JSON when not rewritten, JSON of the rewritten HTML otherwise', async (t) => {
-  fc.assert(
-    fc.property(htmlish, (s) => {
-      const html = Buffer.from(s).toString();
-      if (html === '') return true;
-      const row = rowFromValues(withHtml(html));
-      const got = contentHtmlBytes(row);
-      const after = rewriteHtml(html, PREFIX);
-      return after === html ? got.equals(row[DOC.contentHtml]!) : got.equals(Buffer.from(JSON.stringify(after)));
-    }),
-    { numRuns: 2000 },
-  );
-  t.pass('2000 runs');
-});
+t.test(
+  'property: contentHtml is the stored JSON when not rewritten, JSON of the rewritten HTML otherwise',
+  async (t) => {
+    fc.assert(
+      fc.property(htmlish, (s) => {
+        const html = Buffer.from(s).toString();
+        if (html === '') return true;
+        const row = rowFromValues(withHtml(html));
+        const got = contentHtmlBytes(row);
+        const after = rewriteHtml(html, PREFIX);
+        return after === html ? got.equals(row[DOC.contentHtml]!) : got.equals(Buffer.from(JSON.stringify(after)));
+      }),
+      { numRuns: 2000 },
+    );
+    t.pass('2000 runs');
+  },
+);
 
 // ---------------------------------------------------------------------------------------------
 // rowFromValues against PostgreSQL: the rows the cursor's query returns, fetched raw.
@@ -224,17 +365,62 @@ t.test('property: contentHtml is the stored JSON when not rewritten, JSON of the
 const pgString = fc
   .oneof(
     fc.string({ unit: 'binary' }),
-    fc.string({ unit: fc.constantFrom('"', '\\', '/', '\n', '\r', '\t', '\b', '\f', '\u0001', '\u001f', '\u007f', '\u2028', '\u2029', '😀', 'é', '<', '>', '&', "'", ',', '{', '}', ' ', 'a') }),
+    fc.string({
+      unit: fc.constantFrom(
+        '"',
+        '\\',
+        '/',
+        '\n',
+        '\r',
+        '\t',
+        '\b',
+        '\f',
+        '\u0001',
+        '\u001f',
+        '\u007f',
+        '\u2028',
+        '\u2029',
+        '😀',
+        'é',
+        '<',
+        '>',
+        '&',
+        "'",
+        ',',
+        '{',
+        '}',
+        ' ',
+        'a',
+      ),
+    }),
   )
-  .map((s) => Buffer.from(s).toString().replace(/\u0000/g, ''));
+  .map((s) =>
+    Buffer.from(s)
+      .toString()
+      .replace(/\u0000/g, ''),
+  );
 const optPg = fc.oneof(fc.constant(null), fc.constant(''), pgString);
 const timestamp = fc
   .date({ min: new Date('1970-01-01T00:00:00Z'), max: new Date('2100-01-01T00:00:00Z'), noInvalidDate: true })
   .map((d) => d.toISOString());
 const pgValues: fc.Arbitrary<DocumentValues> = fc.tuple(
-  pgString, pgString, pgString, fc.constantFrom('document', 'category'), optPg, pgString, optPg, optPg, optPg, optPg,
-  fc.oneof(fc.constant(null), fc.array(pgString, { maxLength: 4 })), optPg, optPg, fc.constantFrom(null, 'default', '14', '12'),
-  timestamp, timestamp, optPg,
+  pgString,
+  pgString,
+  pgString,
+  fc.constantFrom('document', 'category'),
+  optPg,
+  pgString,
+  optPg,
+  optPg,
+  optPg,
+  optPg,
+  fc.oneof(fc.constant(null), fc.array(pgString, { maxLength: 4 })),
+  optPg,
+  optPg,
+  fc.constantFrom(null, 'default', '14', '12'),
+  timestamp,
+  timestamp,
+  optPg,
   fc.oneof(optPg, fc.constantFrom('<img src="a.png">', '<a href=f.pdf download>"\\\n</a>')),
 );
 
@@ -259,11 +445,24 @@ t.test('rowFromValues gives the bytes PostgreSQL returns for the cursor query', 
       });
       await sql`INSERT INTO books (id, owner_id, slug, name) VALUES (${book}, 'u', ${book}, ${book})`;
       const docs = values.map((v) => ({
-        id: v[FIELD.id], slug: v[FIELD.slug], name: v[FIELD.name], type: v[FIELD.type], parent_id: v[FIELD.parentId],
-        order_key: v[FIELD.orderKey], description: v[FIELD.description], emoji_info: v[FIELD.emojiInfo],
-        cover_url: v[FIELD.coverUrl], cover_position: v[FIELD.coverPosition], tags: v[FIELD.tags], theme_id: v[FIELD.themeId],
-        background_theme_id: v[FIELD.backgroundThemeId], body_font_size: v[FIELD.bodyFontSize],
-        created_at: v[FIELD.createdAt], updated_at: v[FIELD.updatedAt], content_str: v[FIELD.contentStr], content_html: v[FIELD.contentHtml],
+        id: v[FIELD.id],
+        slug: v[FIELD.slug],
+        name: v[FIELD.name],
+        type: v[FIELD.type],
+        parent_id: v[FIELD.parentId],
+        order_key: v[FIELD.orderKey],
+        description: v[FIELD.description],
+        emoji_info: v[FIELD.emojiInfo],
+        cover_url: v[FIELD.coverUrl],
+        cover_position: v[FIELD.coverPosition],
+        tags: v[FIELD.tags],
+        theme_id: v[FIELD.themeId],
+        background_theme_id: v[FIELD.backgroundThemeId],
+        body_font_size: v[FIELD.bodyFontSize],
+        created_at: v[FIELD.createdAt],
+        updated_at: v[FIELD.updatedAt],
+        content_str: v[FIELD.contentStr],
+        content_html: v[FIELD.contentHtml],
       }));
       await sql.unsafe(
         `INSERT INTO documents (id, book_id, slug, name, type, parent_id, order_key, status, description, emoji_info,
@@ -283,7 +482,8 @@ t.test('rowFromValues gives the bytes PostgreSQL returns for the cursor query', 
       const got = (await sql.unsafe(html, [book]).raw()) as unknown as DocumentRow[];
       const gotNoHtml = (await sql.unsafe(noHtml, [book]).raw()) as unknown as DocumentRow[];
       const gotPlans = (await sql.unsafe(withPlans, [book]).raw()) as unknown as DocumentRow[];
-      if (got.length !== values.length || gotNoHtml.length !== values.length || gotPlans.length !== values.length) return false;
+      if (got.length !== values.length || gotNoHtml.length !== values.length || gotPlans.length !== values.length)
+        return false;
       for (let i = 0; i < values.length; i++) {
         const want = rowFromValues(values[i]!);
         const row = got[i]!;
@@ -291,18 +491,28 @@ t.test('rowFromValues gives the bytes PostgreSQL returns for the cursor query', 
           const a = want[k] as Buffer | null;
           const b = row[k] as Buffer | null;
           if (a === null ? b !== null : b === null || !a.equals(b)) {
-            throw new Error(`column ${k} of ${label(values[i]![FIELD.id])}: expected ${a === null ? 'null' : label(a.toString())}, got ${b === null ? 'null' : label(b.toString())}`);
+            throw new Error(
+              `column ${k} of ${label(values[i]![FIELD.id])}: expected ${a === null ? 'null' : label(a.toString())}, got ${b === null ? 'null' : label(b.toString())}`,
+            );
           }
         }
         // Without contentHtml there is nothing to plan: no plan either, one object fewer per row.
         if (gotNoHtml[i]![DOC.contentHtml] !== null || gotNoHtml[i]![DOC.plan] !== null) return false;
-        if (documentIdOf(row) !== values[i]![FIELD.id]) throw new Error(`the id read back from ${label(row[DOC.head].toString())}`);
+        if (documentIdOf(row) !== values[i]![FIELD.id])
+          throw new Error(`the id read back from ${label(row[DOC.head].toString())}`);
         const plan = gotPlans[i]![DOC.plan];
         const wantPlan = i === 0 && row[DOC.contentHtml] !== null ? Buffer.from(`\\x${planned.toString('hex')}`) : null;
         if (wantPlan === null ? plan !== null : plan === null || !plan.equals(wantPlan)) {
-          throw new Error(`stored plan of ${label(values[i]![FIELD.id])}: expected ${String(wantPlan)}, got ${String(plan)}`);
+          throw new Error(
+            `stored plan of ${label(values[i]![FIELD.id])}: expected ${String(wantPlan)}, got ${String(plan)}`,
+          );
         }
-        if (gotPlans[i]!.some((col, k) => k !== DOC.plan && (col === null ? row[k] !== null : !col.equals(row[k] as Buffer)))) return false;
+        if (
+          gotPlans[i]!.some(
+            (col, k) => k !== DOC.plan && (col === null ? row[k] !== null : !col.equals(row[k] as Buffer)),
+          )
+        )
+          return false;
         // And the documents the encoder writes from either row are the same bytes.
         const ours = new JsonChunker();
         const theirs = new JsonChunker();

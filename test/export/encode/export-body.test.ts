@@ -15,13 +15,37 @@ import { rowFromValues, type DocumentValues } from '../../../bench/lib/rows.js';
 import { ResponseWriter } from '../../../src/export/respond/response-writer.js';
 
 const BOOK: BookRow = {
-  id: 'b1', slug: 'kb', name: 'KB', description: null, cover_image: null,
-  created_at: '2024-03-01T10:00:00.000Z', updated_at: '2024-03-02T10:00:00.000Z', export_version: 'v',
+  id: 'b1',
+  slug: 'kb',
+  name: 'KB',
+  description: null,
+  cover_image: null,
+  created_at: '2024-03-01T10:00:00.000Z',
+  updated_at: '2024-03-02T10:00:00.000Z',
+  export_version: 'v',
 };
 
 function values(id: string, contentStr: string | null): DocumentValues {
-  return [id, id, `Doc ${id}`, 'document', null, `a-${id}`, null, null, null, null, null, null, null, null,
-    '2024-03-01T10:00:00.000Z', '2024-03-01T10:00:00.000Z', contentStr, null];
+  return [
+    id,
+    id,
+    `Doc ${id}`,
+    'document',
+    null,
+    `a-${id}`,
+    null,
+    null,
+    null,
+    null,
+    null,
+    null,
+    null,
+    null,
+    '2024-03-01T10:00:00.000Z',
+    '2024-03-01T10:00:00.000Z',
+    contentStr,
+    null,
+  ];
 }
 
 /** Runs `write` against a real response; resolves with the body the client read and what `write` returned. */
@@ -30,7 +54,11 @@ async function serve<T>(write: (body: ExportBody, writer: ResponseWriter) => Pro
   const server = http.createServer(async (_req, res) => {
     res.writeHead(200, { 'content-type': 'application/json' });
     const writer = new ResponseWriter(res, { stallTimeoutMs: 10_000, minDrainBytesPerS: 0, maxDurationMs: 0 });
-    const body = new ExportBody(bodySink(writer, 'identity'), { chunkSize: 1024, pause: async () => {}, ...(captureUpTo !== undefined ? { captureUpTo } : {}) });
+    const body = new ExportBody(bodySink(writer, 'identity'), {
+      chunkSize: 1024,
+      pause: async () => {},
+      ...(captureUpTo !== undefined ? { captureUpTo } : {}),
+    });
     result = await write(body, writer);
     writer.close();
     res.end();
@@ -53,7 +81,10 @@ t.test('documents in order, meta.count last, the copy for the cache equal to wha
     return { count: body.count, captured: body.captured };
   }, 1 << 20);
   const json = JSON.parse(text) as { documents: { id: string }[]; meta: { count: number } };
-  t.same(json.documents.map((d) => d.id), ['d1', 'd2', 'd3']);
+  t.same(
+    json.documents.map((d) => d.id),
+    ['d1', 'd2', 'd3'],
+  );
   t.same(json.meta, { count: 3 });
   t.ok(text.endsWith('],"meta":{"count":3}}'), 'meta.count is the last thing in the body (D2.5)');
   t.equal(result.count, 3);
@@ -79,7 +110,10 @@ t.test('takeChunks joins runs of small parts and passes a large part on as the s
   c.push(big);
   c.push(',"b":2}');
   const chunks = c.takeChunks();
-  t.same(chunks.map((b) => b.toString()), ['{"a":1,', big.toString(), ',"b":2}']);
+  t.same(
+    chunks.map((b) => b.toString()),
+    ['{"a":1,', big.toString(), ',"b":2}'],
+  );
   t.equal(chunks[1], big, 'the large part is not copied');
   t.same(c.takeChunks(), [], 'nothing left');
 });

@@ -24,7 +24,8 @@ const PREFIX = '/media/';
 
 const CONTROLS = Array.from({ length: 0x20 }, (_, i) => String.fromCharCode(i));
 /** An ASCII-only label for a string: TAP output must not carry raw U+2028 or control characters. */
-const label = (s: string) => JSON.stringify(s).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+const label = (s: string) =>
+  JSON.stringify(s).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
 const ADVERSARIAL: string[] = [
   '',
@@ -60,7 +61,21 @@ const ADVERSARIAL: string[] = [
 const codeUnitString = fc.string({ unit: fc.integer({ min: 0, max: 0xffff }).map((n) => String.fromCharCode(n)) });
 /** Strings biased towards the characters that need escaping. */
 const nastyChar = fc.oneof(
-  fc.constantFrom(...CONTROLS, '"', '\\', '/', '\u007f', '\u2028', '\u2029', '\ud800', '\udfff', '\ud83d\ude80', '<', '>', '&'),
+  fc.constantFrom(
+    ...CONTROLS,
+    '"',
+    '\\',
+    '/',
+    '\u007f',
+    '\u2028',
+    '\u2029',
+    '\ud800',
+    '\udfff',
+    '\ud83d\ude80',
+    '<',
+    '>',
+    '&',
+  ),
   fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }),
 );
 const nastyString = fc.string({ unit: nastyChar });
@@ -136,7 +151,19 @@ t.test('JsonChunker: fixed behaviour of full and takeChunks (bytes)', async (t) 
 
 t.test('JsonChunker: a chunk size above 256 KiB loses no bytes and fills buffers of at most 256 KiB', async (t) => {
   const KiB = 1024;
-  const sizes = [300 * KiB, 10, 200 * KiB, 256 * KiB - 1, 256 * KiB, 256 * KiB + 1, 600 * KiB, 1, 70 * KiB, 250 * KiB, 5];
+  const sizes = [
+    300 * KiB,
+    10,
+    200 * KiB,
+    256 * KiB - 1,
+    256 * KiB,
+    256 * KiB + 1,
+    600 * KiB,
+    1,
+    70 * KiB,
+    250 * KiB,
+    5,
+  ];
   const pieces: Buffer[] = sizes.map((n, i) => Buffer.alloc(n, 0x61 + i));
   for (const chunkSize of [256 * KiB + 1, 1024 * KiB, 4096 * KiB]) {
     const c = new JsonChunker(chunkSize);
@@ -148,7 +175,10 @@ t.test('JsonChunker: a chunk size above 256 KiB loses no bytes and fills buffers
     taken.push(...c.takeChunks());
     t.ok(Buffer.concat(taken).equals(Buffer.concat(pieces)), `chunk size ${chunkSize}: every byte, in order`);
     const copied = taken.filter((b) => !pieces.includes(b));
-    t.ok(copied.every((b) => b.length <= 256 * KiB), `chunk size ${chunkSize}: what was copied sits in buffers of at most 256 KiB`);
+    t.ok(
+      copied.every((b) => b.length <= 256 * KiB),
+      `chunk size ${chunkSize}: what was copied sits in buffers of at most 256 KiB`,
+    );
   }
 });
 
@@ -189,26 +219,29 @@ t.test('property: JsonChunker pushes and takes at arbitrary points concatenate t
   t.pass('1000 runs');
 });
 
-t.test('property: JSON.stringify text pushed through JsonChunker parses back to the string, lone surrogates included', async (t) => {
-  fc.assert(
-    fc.property(fc.array(anyString, { maxLength: 6 }), fc.integer({ min: 1, max: 32 }), (a, size) => {
-      const c = new JsonChunker(size);
-      const parts: Buffer[] = [];
-      c.push('[');
-      a.forEach((s, i) => {
-        if (i > 0) c.push(',');
-        c.push(JSON.stringify(s));
-        if (c.full) parts.push(drain(c));
-      });
-      c.push(']');
-      parts.push(drain(c));
-      const back = JSON.parse(Buffer.concat(parts).toString('utf8')) as string[];
-      return back.length === a.length && back.every((x, i) => x === a[i]);
-    }),
-    { numRuns: 1000 },
-  );
-  t.pass('1000 runs');
-});
+t.test(
+  'property: JSON.stringify text pushed through JsonChunker parses back to the string, lone surrogates included',
+  async (t) => {
+    fc.assert(
+      fc.property(fc.array(anyString, { maxLength: 6 }), fc.integer({ min: 1, max: 32 }), (a, size) => {
+        const c = new JsonChunker(size);
+        const parts: Buffer[] = [];
+        c.push('[');
+        a.forEach((s, i) => {
+          if (i > 0) c.push(',');
+          c.push(JSON.stringify(s));
+          if (c.full) parts.push(drain(c));
+        });
+        c.push(']');
+        parts.push(drain(c));
+        const back = JSON.parse(Buffer.concat(parts).toString('utf8')) as string[];
+        return back.length === a.length && back.every((x, i) => x === a[i]);
+      }),
+      { numRuns: 1000 },
+    );
+    t.pass('1000 runs');
+  },
+);
 
 // ---------------------------------------------------------------------------------------------
 // Document encoder: opening + documents + closing parse to the object built by hand (D2).
@@ -243,8 +276,26 @@ function expectedBook(b: BookRow) {
 
 /** One document by hand: table 2.2 order with the D2 rules; D3 rewriting for cover.url and contentHtml. */
 function expectedDocument(v: DocumentValues) {
-  const [id, slug, name, type, parentId, orderKey, description, emojiInfo, coverUrl, coverPosition, tags, themeId,
-    backgroundThemeId, bodyFontSize, createdAt, updatedAt, contentStr, contentHtml] = v;
+  const [
+    id,
+    slug,
+    name,
+    type,
+    parentId,
+    orderKey,
+    description,
+    emojiInfo,
+    coverUrl,
+    coverPosition,
+    tags,
+    themeId,
+    backgroundThemeId,
+    bodyFontSize,
+    createdAt,
+    updatedAt,
+    contentStr,
+    contentHtml,
+  ] = v;
   return {
     id,
     slug,
@@ -270,8 +321,25 @@ function expectedDocument(v: DocumentValues) {
 }
 
 const BOOK_KEYS = ['id', 'slug', 'name', 'description', 'coverImage', 'createdAt', 'updatedAt'];
-const DOC_KEYS = ['id', 'slug', 'name', 'type', 'parentId', 'orderKey', 'description', 'emojiInfo', 'cover', 'tags',
-  'themeId', 'backgroundThemeId', 'bodyFontSize', 'createdAt', 'updatedAt', 'contentStr', 'contentHtml'];
+const DOC_KEYS = [
+  'id',
+  'slug',
+  'name',
+  'type',
+  'parentId',
+  'orderKey',
+  'description',
+  'emojiInfo',
+  'cover',
+  'tags',
+  'themeId',
+  'backgroundThemeId',
+  'bodyFontSize',
+  'createdAt',
+  'updatedAt',
+  'contentStr',
+  'contentHtml',
+];
 
 const COMMA = Buffer.from(',');
 
@@ -327,7 +395,10 @@ const valuesArb: fc.Arbitrary<DocumentValues> = fc
     anyString, // orderKey
     optString, // description
     optString, // emojiInfo
-    fc.oneof(optString, fc.constantFrom('covers/1.jpg', 'https://x.example/c.png', '/media/c.png', 'data:image/png;base64,AA')), // coverUrl
+    fc.oneof(
+      optString,
+      fc.constantFrom('covers/1.jpg', 'https://x.example/c.png', '/media/c.png', 'data:image/png;base64,AA'),
+    ), // coverUrl
     optString, // coverPosition
     fc.oneof(fc.constant(null), fc.array(anyString, { maxLength: 4 })), // tags
     optString, // themeId
@@ -340,46 +411,73 @@ const valuesArb: fc.Arbitrary<DocumentValues> = fc
   )
   .map(stored);
 
-t.test('rowFromValues: the fields around the cover as JSON text with the D2 rules, coverUrl as stored, the id read back', async (t) => {
-  const v = stored([
-    'd"1', 's', 'n', 'document', null, 'a0', '', null, 'covers/"c".jpg', null, ['x', ''], null, null, null,
-    '2024-03-01T10:00:00.000Z', '2024-03-02T10:00:00.000Z', 'a\nb', '<p>\ud800</p>',
-  ]);
-  const r = rowFromValues(v);
-  t.equal(r.length, 6);
-  t.equal(
-    r[DOC.head].toString(),
-    '{"id":"d\\"1","slug":"s","name":"n","type":"document","parentId":null,"orderKey":"a0","description":null,"emojiInfo":null,"cover":',
-    "'' and NULL are null (D2.1)",
-  );
-  t.strictSame(r[DOC.coverUrl], Buffer.from('covers/"c".jpg'), 'coverUrl is not JSON');
-  t.strictSame(r[DOC.coverPosition], Buffer.from('"center"'), 'the position defaults (D2.4)');
-  t.equal(
-    r[DOC.tail]!.toString(),
-    ',"tags":["x",""],"themeId":"default","backgroundThemeId":"transparent","bodyFontSize":"default"' +
-      ',"createdAt":"2024-03-01T10:00:00.000Z","updatedAt":"2024-03-02T10:00:00.000Z","contentStr":"a\\nb","contentHtml":',
-    'defaults (D2.2, D2.3)',
-  );
-  t.strictSame(r[DOC.contentHtml], Buffer.from('"<p>\ufffd</p>"'), 'a lone surrogate is stored as U+FFFD');
-  t.equal(documentIdOf(r), 'd"1', "the id, read back from the head's JSON");
-  t.equal(r[DOC.plan], null, 'no stored plan');
-
-  for (const cover of [null, '']) {
-    const bare = rowFromValues(stored(v.map((x, i) => (i === FIELD.coverUrl ? cover : x)) as typeof v));
+t.test(
+  'rowFromValues: the fields around the cover as JSON text with the D2 rules, coverUrl as stored, the id read back',
+  async (t) => {
+    const v = stored([
+      'd"1',
+      's',
+      'n',
+      'document',
+      null,
+      'a0',
+      '',
+      null,
+      'covers/"c".jpg',
+      null,
+      ['x', ''],
+      null,
+      null,
+      null,
+      '2024-03-01T10:00:00.000Z',
+      '2024-03-02T10:00:00.000Z',
+      'a\nb',
+      '<p>\ud800</p>',
+    ]);
+    const r = rowFromValues(v);
+    t.equal(r.length, 6);
     t.equal(
-      bare[DOC.head].toString(),
-      `${r[DOC.head]}null${r[DOC.tail]}`,
-      `cover_url ${JSON.stringify(cover)}: the head runs through the tail, the cover null (D2.1)`,
+      r[DOC.head].toString(),
+      '{"id":"d\\"1","slug":"s","name":"n","type":"document","parentId":null,"orderKey":"a0","description":null,"emojiInfo":null,"cover":',
+      "'' and NULL are null (D2.1)",
     );
-    t.same([bare[DOC.coverUrl], bare[DOC.coverPosition], bare[DOC.tail]], [null, null, null], 'no cover, position or tail of its own');
-    t.strictSame([bare[DOC.contentHtml], bare[DOC.plan]], [r[DOC.contentHtml], null]);
-    t.equal(documentIdOf(bare), 'd"1', 'the id read back from a head that runs through the tail');
-  }
-  for (const html of [null, '']) {
-    const empty = rowFromValues(stored(v.map((x, i) => (i === FIELD.contentHtml ? html : x)) as typeof v));
-    t.same([empty[DOC.contentHtml], empty[DOC.plan]], [null, null], `contentHtml ${JSON.stringify(html)}: nothing to plan`);
-  }
-});
+    t.strictSame(r[DOC.coverUrl], Buffer.from('covers/"c".jpg'), 'coverUrl is not JSON');
+    t.strictSame(r[DOC.coverPosition], Buffer.from('"center"'), 'the position defaults (D2.4)');
+    t.equal(
+      r[DOC.tail]!.toString(),
+      ',"tags":["x",""],"themeId":"default","backgroundThemeId":"transparent","bodyFontSize":"default"' +
+        ',"createdAt":"2024-03-01T10:00:00.000Z","updatedAt":"2024-03-02T10:00:00.000Z","contentStr":"a\\nb","contentHtml":',
+      'defaults (D2.2, D2.3)',
+    );
+    t.strictSame(r[DOC.contentHtml], Buffer.from('"<p>\ufffd</p>"'), 'a lone surrogate is stored as U+FFFD');
+    t.equal(documentIdOf(r), 'd"1', "the id, read back from the head's JSON");
+    t.equal(r[DOC.plan], null, 'no stored plan');
+
+    for (const cover of [null, '']) {
+      const bare = rowFromValues(stored(v.map((x, i) => (i === FIELD.coverUrl ? cover : x)) as typeof v));
+      t.equal(
+        bare[DOC.head].toString(),
+        `${r[DOC.head]}null${r[DOC.tail]}`,
+        `cover_url ${JSON.stringify(cover)}: the head runs through the tail, the cover null (D2.1)`,
+      );
+      t.same(
+        [bare[DOC.coverUrl], bare[DOC.coverPosition], bare[DOC.tail]],
+        [null, null, null],
+        'no cover, position or tail of its own',
+      );
+      t.strictSame([bare[DOC.contentHtml], bare[DOC.plan]], [r[DOC.contentHtml], null]);
+      t.equal(documentIdOf(bare), 'd"1', 'the id read back from a head that runs through the tail');
+    }
+    for (const html of [null, '']) {
+      const empty = rowFromValues(stored(v.map((x, i) => (i === FIELD.contentHtml ? html : x)) as typeof v));
+      t.same(
+        [empty[DOC.contentHtml], empty[DOC.plan]],
+        [null, null],
+        `contentHtml ${JSON.stringify(html)}: nothing to plan`,
+      );
+    }
+  },
+);
 
 t.test('encodeOpening/encodeDocument/encodeClosing: fixed adversarial document (D2)', async (t) => {
   const book: BookRow = {
@@ -393,16 +491,53 @@ t.test('encodeOpening/encodeDocument/encodeClosing: fixed adversarial document (
     export_version: '00000000-0000-4000-8000-000000000000',
   };
   const v1 = stored([
-    'd\u0000', 'slug\ud800', CONTROLS.join(''), 'document', '', 'a0\u007f', '', null, '', 'top', [], '', null, null,
-    '2024-03-01T10:00:00.000Z', '2024-03-02T10:00:00.000Z', '', '',
+    'd\u0000',
+    'slug\ud800',
+    CONTROLS.join(''),
+    'document',
+    '',
+    'a0\u007f',
+    '',
+    null,
+    '',
+    'top',
+    [],
+    '',
+    null,
+    null,
+    '2024-03-01T10:00:00.000Z',
+    '2024-03-02T10:00:00.000Z',
+    '',
+    '',
   ]);
   const v2 = stored([
-    'd2', 's', '😀', 'category', 'd\u0000', 'a1', 'desc "q"', '{"icon":"📘"}', 'covers/c.jpg', null, ['\\', '"', '\udc00'],
-    'serif', 'paper', '14', '2024-03-01T10:00:00.000Z', '2024-03-02T10:00:00.000Z', 'text\n\ttab', '<img src="a.png"><p>\u2028</p>',
+    'd2',
+    's',
+    '😀',
+    'category',
+    'd\u0000',
+    'a1',
+    'desc "q"',
+    '{"icon":"📘"}',
+    'covers/c.jpg',
+    null,
+    ['\\', '"', '\udc00'],
+    'serif',
+    'paper',
+    '14',
+    '2024-03-01T10:00:00.000Z',
+    '2024-03-02T10:00:00.000Z',
+    'text\n\ttab',
+    '<img src="a.png"><p>\u2028</p>',
   ]);
   const body = encodeAll(book, [rowFromValues(v1), rowFromValues(v2)]);
   const parsed = parseBody(body);
-  const expected = { success: true, book: expectedBook(book), documents: [expectedDocument(v1), expectedDocument(v2)], meta: { count: 2 } };
+  const expected = {
+    success: true,
+    book: expectedBook(book),
+    documents: [expectedDocument(v1), expectedDocument(v2)],
+    meta: { count: 2 },
+  };
   t.same(parsed, expected);
   t.strictSame(Object.keys(parsed), ['success', 'book', 'documents', 'meta'], 'top-level key order (D2.5)');
   t.strictSame(Object.keys(parsed.book as object), BOOK_KEYS, 'book key order (D2.5)');
@@ -431,55 +566,79 @@ t.test('encodeOpening/encodeDocument/encodeClosing: fixed adversarial document (
 
 t.test('empty export: opening + closing parses with no documents', async (t) => {
   const book: BookRow = {
-    id: 'b', slug: 'kb', name: 'KB', description: 'd', cover_image: 'covers/x.png',
-    created_at: '2024-03-01T10:00:00.000Z', updated_at: '2024-03-01T10:00:00.000Z', export_version: '7d1f0c52-3b9e-4c1a-9f2e-5a6b7c8d9e0f',
+    id: 'b',
+    slug: 'kb',
+    name: 'KB',
+    description: 'd',
+    cover_image: 'covers/x.png',
+    created_at: '2024-03-01T10:00:00.000Z',
+    updated_at: '2024-03-01T10:00:00.000Z',
+    export_version: '7d1f0c52-3b9e-4c1a-9f2e-5a6b7c8d9e0f',
   };
   const parsed = parseBody(encodeAll(book, []));
-  t.same(parsed, { success: true, book: { ...expectedBook(book), coverImage: 'covers/x.png' }, documents: [], meta: { count: 0 } });
+  t.same(parsed, {
+    success: true,
+    book: { ...expectedBook(book), coverImage: 'covers/x.png' },
+    documents: [],
+    meta: { count: 0 },
+  });
 });
 
-t.test('property: opening + documents + closing parses to the hand-built object, keys in table order (D2)', async (t) => {
-  fc.assert(
-    fc.property(bookArb, fc.array(valuesArb, { maxLength: 5 }), (book, values) => {
-      const body = encodeAll(book, values.map(rowFromValues));
-      const text = body.toString('utf8');
-      // The body is valid UTF-8: decoding and encoding again gives the same bytes.
-      if (!Buffer.from(text, 'utf8').equals(body)) return false;
-      const parsed = JSON.parse(text) as { book: object; documents: object[] };
-      const expected = { success: true, book: expectedBook(book), documents: values.map(expectedDocument), meta: { count: values.length } };
-      // JSON.stringify comparison checks values and key order at once.
-      if (JSON.stringify(parsed) !== JSON.stringify(expected)) return false;
-      if (Object.keys(parsed).join() !== 'success,book,documents,meta') return false;
-      if (Object.keys(parsed.book).join() !== BOOK_KEYS.join()) return false;
-      return parsed.documents.every((d) => Object.keys(d).join() === DOC_KEYS.join());
-    }),
-    { numRuns: 500 },
-  );
-  t.pass('500 runs');
-});
+t.test(
+  'property: opening + documents + closing parses to the hand-built object, keys in table order (D2)',
+  async (t) => {
+    fc.assert(
+      fc.property(bookArb, fc.array(valuesArb, { maxLength: 5 }), (book, values) => {
+        const body = encodeAll(book, values.map(rowFromValues));
+        const text = body.toString('utf8');
+        // The body is valid UTF-8: decoding and encoding again gives the same bytes.
+        if (!Buffer.from(text, 'utf8').equals(body)) return false;
+        const parsed = JSON.parse(text) as { book: object; documents: object[] };
+        const expected = {
+          success: true,
+          book: expectedBook(book),
+          documents: values.map(expectedDocument),
+          meta: { count: values.length },
+        };
+        // JSON.stringify comparison checks values and key order at once.
+        if (JSON.stringify(parsed) !== JSON.stringify(expected)) return false;
+        if (Object.keys(parsed).join() !== 'success,book,documents,meta') return false;
+        if (Object.keys(parsed.book).join() !== BOOK_KEYS.join()) return false;
+        return parsed.documents.every((d) => Object.keys(d).join() === DOC_KEYS.join());
+      }),
+      { numRuns: 500 },
+    );
+    t.pass('500 runs');
+  },
+);
 
 t.test('property: the encoded body split into arbitrary chunks through JsonChunker is the same bytes', async (t) => {
   fc.assert(
-    fc.property(bookArb, fc.array(valuesArb, { maxLength: 4 }), fc.integer({ min: 1, max: 200 }), (book, values, size) => {
-      const rows = values.map(rowFromValues);
-      const c = new JsonChunker(size);
-      const parts: Buffer[] = [];
-      let short = false;
-      c.push(encodeOpening(book));
-      rows.forEach((r, i) => {
-        if (i > 0) c.push(COMMA);
-        encodeStaged(r, PREFIX, c);
-        if (c.full) {
-          const chunk = drain(c);
-          // A chunk taken when full holds at least chunkSize bytes.
-          if (chunk.length < size) short = true;
-          parts.push(chunk);
-        }
-      });
-      c.push(encodeClosing(rows.length));
-      parts.push(drain(c));
-      return !short && Buffer.concat(parts).equals(encodeAll(book, rows));
-    }),
+    fc.property(
+      bookArb,
+      fc.array(valuesArb, { maxLength: 4 }),
+      fc.integer({ min: 1, max: 200 }),
+      (book, values, size) => {
+        const rows = values.map(rowFromValues);
+        const c = new JsonChunker(size);
+        const parts: Buffer[] = [];
+        let short = false;
+        c.push(encodeOpening(book));
+        rows.forEach((r, i) => {
+          if (i > 0) c.push(COMMA);
+          encodeStaged(r, PREFIX, c);
+          if (c.full) {
+            const chunk = drain(c);
+            // A chunk taken when full holds at least chunkSize bytes.
+            if (chunk.length < size) short = true;
+            parts.push(chunk);
+          }
+        });
+        c.push(encodeClosing(rows.length));
+        parts.push(drain(c));
+        return !short && Buffer.concat(parts).equals(encodeAll(book, rows));
+      },
+    ),
     { numRuns: 300 },
   );
   t.pass('300 runs');

@@ -33,7 +33,10 @@ t.test('the NDJSON body: book line, one document per line in the JSON body order
   t.equal(nd.headers['content-type'], NDJSON);
   t.match(nd.headers.vary, /Accept/);
   t.ok(nd.text.endsWith('\n'), 'every line ends with a newline, the last too');
-  const lines = nd.text.slice(0, -1).split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+  const lines = nd.text
+    .slice(0, -1)
+    .split('\n')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
   const whole = JSON.parse(json.text) as { book: unknown; documents: unknown[]; meta: { count: number } };
   t.same(lines[0], { success: true, book: whole.book }, 'first line: success and the book');
   t.same(lines.slice(1, -1), whole.documents, 'then the same documents, in the same order');
@@ -70,21 +73,35 @@ t.test('NDJSON has its own ETag and cache entry; If-None-Match works on it', asy
   t.not(nd1.headers.etag, json.headers.etag, 'JSON and NDJSON bodies have different ETags');
   t.ok(nd1.body.equals(nd2.body), 'the second NDJSON export (from the cache) is byte-identical');
   t.ok((await server.cacheHits()) >= 1, 'served from the cache');
-  t.equal(json.headers['content-type'], 'application/json; charset=utf-8', 'and the cache did not hand NDJSON to a JSON request');
+  t.equal(
+    json.headers['content-type'],
+    'application/json; charset=utf-8',
+    'and the cache did not hand NDJSON to a JSON request',
+  );
   const again = await get(server.url, NDJSON, { 'if-none-match': String(nd1.headers.etag) });
   t.equal(again.status, 304);
   const crossed = await get(server.url, undefined, { 'if-none-match': String(nd1.headers.etag) });
-  t.equal(crossed.status, 200, "the NDJSON ETag does not match the JSON body");
+  t.equal(crossed.status, 200, 'the NDJSON ETag does not match the JSON body');
 });
 
 t.test('an NDJSON export cut mid-body has no meta line and ends in an error', async (t) => {
-  const server = await startProxiedServer(t, db, { EXPORT_CACHE_BYTES: '0', EXPORT_BATCH_SIZE: '8', DB_TIMEOUT_MS: '2000' });
+  const server = await startProxiedServer(t, db, {
+    EXPORT_CACHE_BYTES: '0',
+    EXPORT_BATCH_SIZE: '8',
+    DB_TIMEOUT_MS: '2000',
+  });
   server.exportProxy.cutAfter(60_000);
   const res = await request(`${server.url}${PATH}`, { headers: { ...AUTH, accept: NDJSON } });
   t.equal(res.statusCode, 200, 'the first batch went out before the cut');
   const { bytes, error } = await drainBody(res.body);
   t.ok(error, 'the body ends in an error, not a clean end');
-  const lines = bytes.toString('utf8').split('\n').filter((l) => l !== '');
+  const lines = bytes
+    .toString('utf8')
+    .split('\n')
+    .filter((l) => l !== '');
   t.ok(lines.length > 1, `${lines.length} lines arrived`);
-  t.notOk(lines.some((l) => l.startsWith('{"meta":')), 'no meta line');
+  t.notOk(
+    lines.some((l) => l.startsWith('{"meta":')),
+    'no meta line',
+  );
 });

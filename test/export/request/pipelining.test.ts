@@ -21,8 +21,15 @@ function pipelined(base: string, path: string, count: number): Promise<Buffer> {
     socket.on('data', (d: Buffer) => chunks.push(d));
     socket.on('error', reject);
     socket.on('close', () => resolve(Buffer.concat(chunks)));
-    const requests = Array.from({ length: count }, (_, i) =>
-      [`GET ${path} HTTP/1.1`, `Host: ${u.host}`, 'Authorization: Bearer kbx_u1', ...(i === count - 1 ? ['Connection: close'] : [])].join('\r\n') + '\r\n\r\n',
+    const requests = Array.from(
+      { length: count },
+      (_, i) =>
+        [
+          `GET ${path} HTTP/1.1`,
+          `Host: ${u.host}`,
+          'Authorization: Bearer kbx_u1',
+          ...(i === count - 1 ? ['Connection: close'] : []),
+        ].join('\r\n') + '\r\n\r\n',
     );
     socket.write(requests.join(''));
   });
@@ -45,16 +52,30 @@ function responses(raw: Buffer): ReturnType<typeof parseRaw>[] {
 }
 
 for (const cache of ['0', String(64 * 1024 * 1024)]) {
-  t.test(`three pipelined exports on one connection all come whole (${cache === '0' ? 'streamed' : 'the later ones from the cache'})`, async (t) => {
-    const db = await createTestDatabase(t);
-    await seed(db.sql, simpleSeed(Array.from({ length: DOCS }, (_, i) => doc(`d${i}`, `a${String(i).padStart(4, '0')}`, { contentStr: 'x'.repeat(500) }))));
-    const server = await startServer(t, { EXPORT_CACHE_BYTES: cache, EXPORT_BATCH_SIZE: '50' }, db);
-    const got = responses(await pipelined(server.url, '/api/v1/open/books/kb/docs', 3));
-    t.equal(got.length, 3, 'three responses');
-    for (const [i, r] of got.entries()) {
-      t.equal(r.status, 200, `response ${i + 1}: 200`);
-      t.ok(r.complete, `response ${i + 1}: its chunked body ended`);
-      t.equal((JSON.parse(r.body.toString('utf8')) as { meta: { count: number } }).meta.count, DOCS, `response ${i + 1}: every document`);
-    }
-  });
+  t.test(
+    `three pipelined exports on one connection all come whole (${cache === '0' ? 'streamed' : 'the later ones from the cache'})`,
+    async (t) => {
+      const db = await createTestDatabase(t);
+      await seed(
+        db.sql,
+        simpleSeed(
+          Array.from({ length: DOCS }, (_, i) =>
+            doc(`d${i}`, `a${String(i).padStart(4, '0')}`, { contentStr: 'x'.repeat(500) }),
+          ),
+        ),
+      );
+      const server = await startServer(t, { EXPORT_CACHE_BYTES: cache, EXPORT_BATCH_SIZE: '50' }, db);
+      const got = responses(await pipelined(server.url, '/api/v1/open/books/kb/docs', 3));
+      t.equal(got.length, 3, 'three responses');
+      for (const [i, r] of got.entries()) {
+        t.equal(r.status, 200, `response ${i + 1}: 200`);
+        t.ok(r.complete, `response ${i + 1}: its chunked body ended`);
+        t.equal(
+          (JSON.parse(r.body.toString('utf8')) as { meta: { count: number } }).meta.count,
+          DOCS,
+          `response ${i + 1}: every document`,
+        );
+      }
+    },
+  );
 }

@@ -26,7 +26,9 @@ const DECODE: Record<string, (b: Buffer) => Buffer> = {
 };
 
 async function get(base: string, acceptEncoding?: string, path = PATH) {
-  const res = await request(`${base}${path}`, { headers: { ...AUTH, ...(acceptEncoding !== undefined ? { 'accept-encoding': acceptEncoding } : {}) } });
+  const res = await request(`${base}${path}`, {
+    headers: { ...AUTH, ...(acceptEncoding !== undefined ? { 'accept-encoding': acceptEncoding } : {}) },
+  });
   const body = Buffer.from(await res.body.arrayBuffer());
   return { status: res.statusCode, headers: res.headers, body };
 }
@@ -45,7 +47,10 @@ t.test('each encoding decompresses to the identity body, byte for byte; Vary is 
     t.equal(res.headers['content-encoding'], encoding, `${encoding}: Content-Encoding`);
     t.match(res.headers.vary, /Accept-Encoding/);
     t.ok(DECODE[encoding]!(res.body).equals(identity.body), `${encoding}: the same bytes once decompressed`);
-    t.ok(res.body.length * 3 < identity.body.length, `${encoding}: ${res.body.length} bytes for ${identity.body.length}`);
+    t.ok(
+      res.body.length * 3 < identity.body.length,
+      `${encoding}: ${res.body.length} bytes for ${identity.body.length}`,
+    );
     t.not(res.headers.etag, identity.headers.etag, `${encoding}: an ETag of its own`);
   }
 });
@@ -68,7 +73,10 @@ t.test("Accept-Encoding's q-values decide; the server's order only breaks ties",
   for (const [header, want] of cases) {
     const res = await get(server.url, header);
     t.equal(res.headers['content-encoding'], want, `Accept-Encoding: ${header}`);
-    const decoded = JSON.parse(DECODE[want ?? 'identity']!(res.body).toString('utf8')) as { documents: unknown[]; meta: { count: number } };
+    const decoded = JSON.parse(DECODE[want ?? 'identity']!(res.body).toString('utf8')) as {
+      documents: unknown[];
+      meta: { count: number };
+    };
     t.equal(decoded.meta.count, decoded.documents.length, 'a whole body once decoded');
   }
 });
@@ -111,22 +119,32 @@ function parses(b: Buffer): boolean {
   }
 }
 
-t.test('an export cut mid-body: the compressed stream is never finished, so it does not decompress to a whole body', async (t) => {
-  const server = await startProxiedServer(t, db, { EXPORT_CACHE_BYTES: '0', EXPORT_BATCH_SIZE: '8', DB_TIMEOUT_MS: '2000' });
-  for (const encoding of ENCODINGS.filter((e) => e !== 'identity')) {
-    server.exportProxy.cutAfter(300_000);
-    // A connection of its own: a kept-alive one the last cut destroyed must not be reused.
-    const res = await request(`${server.url}${PATH}`, { headers: { ...AUTH, 'accept-encoding': encoding }, reset: true });
-    t.equal(res.statusCode, 200, `${encoding}: the first batch went out before the cut`);
-    const { bytes, error } = await drainBody(res.body);
-    t.ok(error, `${encoding}: the body ends in an error`);
-    // Node.js 24's zstd decoder refuses an unfinished frame; 22's returns what it decoded: either way no whole body.
-    let decoded: Buffer | null = null;
-    try {
-      decoded = DECODE[encoding]!(bytes);
-    } catch {
-      decoded = null;
+t.test(
+  'an export cut mid-body: the compressed stream is never finished, so it does not decompress to a whole body',
+  async (t) => {
+    const server = await startProxiedServer(t, db, {
+      EXPORT_CACHE_BYTES: '0',
+      EXPORT_BATCH_SIZE: '8',
+      DB_TIMEOUT_MS: '2000',
+    });
+    for (const encoding of ENCODINGS.filter((e) => e !== 'identity')) {
+      server.exportProxy.cutAfter(300_000);
+      // A connection of its own: a kept-alive one the last cut destroyed must not be reused.
+      const res = await request(`${server.url}${PATH}`, {
+        headers: { ...AUTH, 'accept-encoding': encoding },
+        reset: true,
+      });
+      t.equal(res.statusCode, 200, `${encoding}: the first batch went out before the cut`);
+      const { bytes, error } = await drainBody(res.body);
+      t.ok(error, `${encoding}: the body ends in an error`);
+      // Node.js 24's zstd decoder refuses an unfinished frame; 22's returns what it decoded: either way no whole body.
+      let decoded: Buffer | null = null;
+      try {
+        decoded = DECODE[encoding]!(bytes);
+      } catch {
+        decoded = null;
+      }
+      t.ok(decoded === null || !parses(decoded), `${encoding}: what arrived does not decompress to a whole body`);
     }
-    t.ok(decoded === null || !parses(decoded), `${encoding}: what arrived does not decompress to a whole body`);
-  }
-});
+  },
+);

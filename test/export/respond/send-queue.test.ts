@@ -37,13 +37,21 @@ async function probedFromTable(t: Test, inode: string): Promise<number | null> {
   return held;
 }
 
-t.test('the probe reads tx_queue of the row whose inode column is its socket\'s', { skip: process.platform !== 'linux' && 'Linux only' }, async (t) => {
-  t.equal(await probedFromTable(t, '6949'), 0x3a9f00, 'row 1: the same digits as a uid and a timeout elsewhere do not count');
-  t.equal(await probedFromTable(t, '7001'), 0, 'nothing queued (rx_queue is not tx_queue)');
-  t.equal(await probedFromTable(t, '1234'), 0);
-  t.equal(await probedFromTable(t, '999'), null, 'no such socket');
-  t.equal(await probedFromTable(t, '00'), null, 'digits that are no whole column');
-});
+t.test(
+  "the probe reads tx_queue of the row whose inode column is its socket's",
+  { skip: process.platform !== 'linux' && 'Linux only' },
+  async (t) => {
+    t.equal(
+      await probedFromTable(t, '6949'),
+      0x3a9f00,
+      'row 1: the same digits as a uid and a timeout elsewhere do not count',
+    );
+    t.equal(await probedFromTable(t, '7001'), 0, 'nothing queued (rx_queue is not tx_queue)');
+    t.equal(await probedFromTable(t, '1234'), 0);
+    t.equal(await probedFromTable(t, '999'), null, 'no such socket');
+    t.equal(await probedFromTable(t, '00'), null, 'digits that are no whole column');
+  },
+);
 
 t.test('a real connection: the probe sees what the client has not taken, then 0', async (t) => {
   let serverSide!: net.Socket;

@@ -13,7 +13,11 @@ import { DOC, type DocumentRow } from '../../../src/export/snapshot/rows.js';
 import { EventLoopSlices } from '../../../src/event-loop.js';
 import { planContentHtml, planContentHtmlSliced } from '../../../src/export/rewrite/plans/html-plan.js';
 import { jsonPrefixBytes, planFromEdits, planKey } from '../../../src/export/rewrite/plans/rewrite-plan.js';
-import { LARGE_DOCUMENT_BYTES, rewriteRows, type RewriteStageOptions } from '../../../src/export/rewrite/rewrite-stage.js';
+import {
+  LARGE_DOCUMENT_BYTES,
+  rewriteRows,
+  type RewriteStageOptions,
+} from '../../../src/export/rewrite/rewrite-stage.js';
 import { rewriteHtml } from '../../../src/export/rewrite/rewriter/html-rewriter.js';
 import { leanRewritePool } from '../../helpers/lean-workers.js';
 import { arbitraryHtml as html } from '../../helpers/html-arbitrary.js';
@@ -33,25 +37,40 @@ t.test("the splice into the JSON text equals re-escaping the rewriter's output w
   t.pass('held for 3,000 generated documents');
 });
 
-t.test('a plan made in slices cut anywhere (escapes, UTF-8 sequences, surrogate pairs) is the plan made whole, no promise when none paused', async (t) => {
-  const tricky = fc.constantFrom('é', '€', '😀', '\n', '"', '\\', '\u0001', '\u2028', '<img src="a b.png">', "<img src='c\"d'>", '&amp;');
-  const text = fc.array(fc.oneof(html, tricky), { maxLength: 6 }).map((parts) => parts.join(''));
-  await fc.assert(
-    fc.asyncProperty(text, fc.integer({ min: 1, max: 40 }), async (h, pieceBytes) => {
-      const j = json(h);
-      const sliced = await planContentHtmlSliced(j, P, async () => {}, pieceBytes);
-      const unpaused = planContentHtmlSliced(j, P, () => undefined, pieceBytes);
-      return (
-        sliced.equals(planContentHtml(j, P, Infinity)) &&
-        planContentHtml(j, P, pieceBytes).equals(sliced) &&
-        Buffer.isBuffer(unpaused) &&
-        unpaused.equals(sliced)
-      );
-    }),
-    { numRuns: 2000 },
-  );
-  t.pass('held for 2,000 generated documents and slice sizes');
-});
+t.test(
+  'a plan made in slices cut anywhere (escapes, UTF-8 sequences, surrogate pairs) is the plan made whole, no promise when none paused',
+  async (t) => {
+    const tricky = fc.constantFrom(
+      'é',
+      '€',
+      '😀',
+      '\n',
+      '"',
+      '\\',
+      '\u0001',
+      '\u2028',
+      '<img src="a b.png">',
+      "<img src='c\"d'>",
+      '&amp;',
+    );
+    const text = fc.array(fc.oneof(html, tricky), { maxLength: 6 }).map((parts) => parts.join(''));
+    await fc.assert(
+      fc.asyncProperty(text, fc.integer({ min: 1, max: 40 }), async (h, pieceBytes) => {
+        const j = json(h);
+        const sliced = await planContentHtmlSliced(j, P, async () => {}, pieceBytes);
+        const unpaused = planContentHtmlSliced(j, P, () => undefined, pieceBytes);
+        return (
+          sliced.equals(planContentHtml(j, P, Infinity)) &&
+          planContentHtml(j, P, pieceBytes).equals(sliced) &&
+          Buffer.isBuffer(unpaused) &&
+          unpaused.equals(sliced)
+        );
+      }),
+      { numRuns: 2000 },
+    );
+    t.pass('held for 2,000 generated documents and slice sizes');
+  },
+);
 
 t.test('unchanged HTML comes back as the very same Buffer', async (t) => {
   const j = json('<img src="data:image/png;base64,AAAA"><img src="https://cdn/x.png">');
@@ -62,7 +81,14 @@ t.test('unchanged HTML comes back as the very same Buffer', async (t) => {
 const joined = (h: ContentHtmlJson): Buffer | null => (h === null || Buffer.isBuffer(h) ? h : Buffer.concat([...h]));
 
 function row(contentHtml: string | null, coverUrl: string | null = null): DocumentRow {
-  const r: DocumentRow = [Buffer.from('{"id":"d","cover":'), null, Buffer.from('"center"'), Buffer.from(',"contentHtml":'), null, null];
+  const r: DocumentRow = [
+    Buffer.from('{"id":"d","cover":'),
+    null,
+    Buffer.from('"center"'),
+    Buffer.from(',"contentHtml":'),
+    null,
+    null,
+  ];
   r[DOC.contentHtml] = contentHtml === null ? null : json(contentHtml);
   r[DOC.coverUrl] = coverUrl === null ? null : Buffer.from(coverUrl);
   return r;
@@ -90,27 +116,38 @@ function withStoredPlan(r: DocumentRow, keyedText: Buffer, plan: Buffer): Docume
   return r;
 }
 
-t.test('a stored plan is checked before the pre-check; one that does not match leaves the pre-check to decide', async (t) => {
-  const media = '<img src="a.png">';
-  const plain = '<p>x</p>';
-  // A plan no rewriter would make (the pre-check passes the text): applied, so its key was checked first.
-  const forged = planFromEdits(json(plain), [4, 5], [Buffer.from('y')], jsonPrefixBytes(P));
-  const rows = [
-    withStoredPlan(row(media), json(media), planContentHtml(json(media), P)),
-    withStoredPlan(row(plain), json(plain), forged),
-    withStoredPlan(row(plain), json('<p>old</p><img src="b.png">'), planContentHtml(json('<p>old</p><img src="b.png">'), P)),
-    withStoredPlan(row(media), json('<img src="old.png">'), planContentHtml(json('<img src="old.png">'), P)),
-  ];
-  const counts = { reused: 0, computed: 0 };
-  const out = await rewriteRows(rows, options(null, { plans: { writer: null, counts } }));
-  const texts = out.contentHtml.map((h) => joined(h)!.toString());
-  t.equal(texts[0], JSON.stringify(rewriteHtml(media, P)), 'a matching plan spliced');
-  t.equal(texts[1], JSON.stringify('<p>y</p>'), 'a matching plan applied without the pre-check');
-  t.equal(out.contentHtml[2], rows[2]![DOC.contentHtml], 'a stale plan on a text the pre-check passes: the stored text, untouched');
-  t.equal(texts[3], JSON.stringify(rewriteHtml(media, P)), 'a stale plan on a flagged text: planned again');
-  t.same(counts, { reused: 2, computed: 1 }, 'only the flagged text without a matching plan is computed');
-  t.equal(out.bytes, sizeOf(rows, out), 'bytes counts the rows as they will be written');
-});
+t.test(
+  'a stored plan is checked before the pre-check; one that does not match leaves the pre-check to decide',
+  async (t) => {
+    const media = '<img src="a.png">';
+    const plain = '<p>x</p>';
+    // A plan no rewriter would make (the pre-check passes the text): applied, so its key was checked first.
+    const forged = planFromEdits(json(plain), [4, 5], [Buffer.from('y')], jsonPrefixBytes(P));
+    const rows = [
+      withStoredPlan(row(media), json(media), planContentHtml(json(media), P)),
+      withStoredPlan(row(plain), json(plain), forged),
+      withStoredPlan(
+        row(plain),
+        json('<p>old</p><img src="b.png">'),
+        planContentHtml(json('<p>old</p><img src="b.png">'), P),
+      ),
+      withStoredPlan(row(media), json('<img src="old.png">'), planContentHtml(json('<img src="old.png">'), P)),
+    ];
+    const counts = { reused: 0, computed: 0 };
+    const out = await rewriteRows(rows, options(null, { plans: { writer: null, counts } }));
+    const texts = out.contentHtml.map((h) => joined(h)!.toString());
+    t.equal(texts[0], JSON.stringify(rewriteHtml(media, P)), 'a matching plan spliced');
+    t.equal(texts[1], JSON.stringify('<p>y</p>'), 'a matching plan applied without the pre-check');
+    t.equal(
+      out.contentHtml[2],
+      rows[2]![DOC.contentHtml],
+      'a stale plan on a text the pre-check passes: the stored text, untouched',
+    );
+    t.equal(texts[3], JSON.stringify(rewriteHtml(media, P)), 'a stale plan on a flagged text: planned again');
+    t.same(counts, { reused: 2, computed: 1 }, 'only the flagged text without a matching plan is computed');
+    t.equal(out.bytes, sizeOf(rows, out), 'bytes counts the rows as they will be written');
+  },
+);
 
 // One worker for both tests that use one (it takes about a second of CPU to load under the tests'
 // TypeScript loader); the second closes it to show the worker did its work.
@@ -127,27 +164,45 @@ t.test('one path whatever runs it: the same bytes inline and on a worker, as the
   ];
   const inline = await rewriteRows(rows, options(null));
   const pooled = await rewriteRows(rows, options(pool));
-  t.same(pooled.contentHtml.map(joined).map(String), inline.contentHtml.map(joined).map(String), 'same bytes from the worker');
-  t.same(inline.contentHtml.map(joined), rows.map((r) => joined(stagedRow(r, P).html)), 'what the encoder tests and benchmark encode');
-  t.same(inline.coverUrls, rows.map((r) => stagedRow(r, P).coverUrl), 'cover URLs rewritten (D3.6)');
+  t.same(
+    pooled.contentHtml.map(joined).map(String),
+    inline.contentHtml.map(joined).map(String),
+    'same bytes from the worker',
+  );
+  t.same(
+    inline.contentHtml.map(joined),
+    rows.map((r) => joined(stagedRow(r, P).html)),
+    'what the encoder tests and benchmark encode',
+  );
+  t.same(
+    inline.coverUrls,
+    rows.map((r) => stagedRow(r, P).coverUrl),
+    'cover URLs rewritten (D3.6)',
+  );
   t.equal(inline.contentHtml[2], rows[2]![DOC.contentHtml], 'passed through as stored');
   t.equal(inline.bytes, sizeOf(rows, inline), 'bytes counts the rows as they will be written');
   t.equal(pooled.bytes, inline.bytes);
 });
 
-t.test('a large document: alone on a worker when there are workers, in slices on the event loop otherwise', async (t) => {
-  const big = row('<img src="a.png">' + '<p>y</p>'.repeat(LARGE_DOCUMENT_BYTES / 8) + '<img src=z.png>');
-  let pauses = 0;
-  const inline = await rewriteRows([big], options(null, { pause: async () => void pauses++ }));
-  t.ok(pauses >= 4, `the event loop's planning paused between slices (${pauses} pauses)`);
-  const text = joined(inline.contentHtml[0]!)!.toString();
-  t.match(text.slice(0, 40), /\/media\/a\.png/);
-  t.match(text.slice(-40), /\/media\/z\.png/);
-  const pooled = await rewriteRows([big], options(pool));
-  t.ok(joined(pooled.contentHtml[0]!)!.equals(joined(inline.contentHtml[0]!)!), 'the worker planned the same bytes');
-  await pool.close();
-  await t.rejects(rewriteRows([big], options(pool)), 'and it was the worker that planned it: a closed pool fails the batch');
-});
+t.test(
+  'a large document: alone on a worker when there are workers, in slices on the event loop otherwise',
+  async (t) => {
+    const big = row('<img src="a.png">' + '<p>y</p>'.repeat(LARGE_DOCUMENT_BYTES / 8) + '<img src=z.png>');
+    let pauses = 0;
+    const inline = await rewriteRows([big], options(null, { pause: async () => void pauses++ }));
+    t.ok(pauses >= 4, `the event loop's planning paused between slices (${pauses} pauses)`);
+    const text = joined(inline.contentHtml[0]!)!.toString();
+    t.match(text.slice(0, 40), /\/media\/a\.png/);
+    t.match(text.slice(-40), /\/media\/z\.png/);
+    const pooled = await rewriteRows([big], options(pool));
+    t.ok(joined(pooled.contentHtml[0]!)!.equals(joined(inline.contentHtml[0]!)!), 'the worker planned the same bytes');
+    await pool.close();
+    await t.rejects(
+      rewriteRows([big], options(pool)),
+      'and it was the worker that planned it: a closed pool fails the batch',
+    );
+  },
+);
 
 /** decisions.md D8.8, with room for a noisy machine: the most CPU time one step on the event loop may take here, ms. */
 const LONGEST_STEP_MS = 150;
@@ -206,7 +261,10 @@ t.test('documents under the large size are planned in slices too: no long step o
   const text = tag.repeat(Math.floor((LARGE_DOCUMENT_BYTES - 16) / tag.length));
   const rows = Array.from({ length: 4 }, () => row(text));
   const { out, cpu, wall } = await longestStep(rows);
-  t.ok(cpu < LONGEST_STEP_MS, `the longest step took ${Math.round(cpu)} ms of CPU (under ${LONGEST_STEP_MS} ms; ${Math.round(wall)} ms of wall time)`);
+  t.ok(
+    cpu < LONGEST_STEP_MS,
+    `the longest step took ${Math.round(cpu)} ms of CPU (under ${LONGEST_STEP_MS} ms; ${Math.round(wall)} ms of wall time)`,
+  );
   const rewritten = joined(out.contentHtml[3]!)!.toString();
   t.equal(rewritten, JSON.stringify(text.replaceAll('src=a', 'src=/media/a')), 'every URL rewritten');
   t.equal(out.bytes, sizeOf(rows, out), 'bytes counts the rows as they will be written');

@@ -19,8 +19,21 @@ import { documentIdOf, type DocumentRow } from '../../../src/export/snapshot/row
 
 const DOCS = 6;
 const OPS = [
-  'create', 'createCategory', 'rename', 'html', 'autosave', 'sameValues', 'delete', 'recreate', 'inactivate', 'activate',
-  'toCategory', 'toDocument', 'moveAway', 'moveBack', 'reorder',
+  'create',
+  'createCategory',
+  'rename',
+  'html',
+  'autosave',
+  'sameValues',
+  'delete',
+  'recreate',
+  'inactivate',
+  'activate',
+  'toCategory',
+  'toDocument',
+  'moveAway',
+  'moveBack',
+  'reorder',
 ] as const;
 type Op = (typeof OPS)[number];
 
@@ -62,25 +75,39 @@ async function write(exec: Sql | ReservedSql, op: Op, id: string, a: string, b: 
     exec`INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_html)
          VALUES (${id}, ${a}, ${id}, ${id}, ${type}, ${key}, 1, '<p>x</p>') ON CONFLICT (id) DO NOTHING`;
   switch (op) {
-    case 'create': return void (await insert('document'));
-    case 'createCategory': return void (await insert('category'));
-    case 'rename': return void (await exec`UPDATE documents SET name = name || 'r' WHERE id = ${id}`);
-    case 'html': return void (await exec`UPDATE documents SET content_html = content_html || '<i>h</i>' WHERE id = ${id}`);
-    case 'autosave': return void (await exec`UPDATE documents SET content_yjs = ${Buffer.from(key)}, content_json = ${exec.json({ key })} WHERE id = ${id}`);
-    case 'sameValues': return void (await exec`UPDATE documents SET name = name, status = status, content_html = content_html WHERE id = ${id}`);
-    case 'delete': return void (await exec`DELETE FROM documents WHERE id = ${id}`);
+    case 'create':
+      return void (await insert('document'));
+    case 'createCategory':
+      return void (await insert('category'));
+    case 'rename':
+      return void (await exec`UPDATE documents SET name = name || 'r' WHERE id = ${id}`);
+    case 'html':
+      return void (await exec`UPDATE documents SET content_html = content_html || '<i>h</i>' WHERE id = ${id}`);
+    case 'autosave':
+      return void (await exec`UPDATE documents SET content_yjs = ${Buffer.from(key)}, content_json = ${exec.json({ key })} WHERE id = ${id}`);
+    case 'sameValues':
+      return void (await exec`UPDATE documents SET name = name, status = status, content_html = content_html WHERE id = ${id}`);
+    case 'delete':
+      return void (await exec`DELETE FROM documents WHERE id = ${id}`);
     case 'recreate': {
       const rows = await exec`DELETE FROM documents WHERE id = ${id} RETURNING *`;
       if (rows[0]) await exec`INSERT INTO documents ${exec(rows[0])}`;
       return;
     }
-    case 'inactivate': return void (await exec`UPDATE documents SET status = 0 WHERE id = ${id}`);
-    case 'activate': return void (await exec`UPDATE documents SET status = 1 WHERE id = ${id}`);
-    case 'toCategory': return void (await exec`UPDATE documents SET type = 'category' WHERE id = ${id}`);
-    case 'toDocument': return void (await exec`UPDATE documents SET type = 'document' WHERE id = ${id}`);
-    case 'moveAway': return void (await exec`UPDATE documents SET book_id = ${b} WHERE id = ${id}`);
-    case 'moveBack': return void (await exec`UPDATE documents SET book_id = ${a} WHERE id = ${id}`);
-    case 'reorder': return void (await exec`UPDATE documents SET order_key = ${key} WHERE id = ${id}`);
+    case 'inactivate':
+      return void (await exec`UPDATE documents SET status = 0 WHERE id = ${id}`);
+    case 'activate':
+      return void (await exec`UPDATE documents SET status = 1 WHERE id = ${id}`);
+    case 'toCategory':
+      return void (await exec`UPDATE documents SET type = 'category' WHERE id = ${id}`);
+    case 'toDocument':
+      return void (await exec`UPDATE documents SET type = 'document' WHERE id = ${id}`);
+    case 'moveAway':
+      return void (await exec`UPDATE documents SET book_id = ${b} WHERE id = ${id}`);
+    case 'moveBack':
+      return void (await exec`UPDATE documents SET book_id = ${a} WHERE id = ${id}`);
+    case 'reorder':
+      return void (await exec`UPDATE documents SET order_key = ${key} WHERE id = ${id}`);
   }
 }
 
@@ -104,18 +131,39 @@ async function exportAndCheck(sql: Sql, books: string[], earlier: Export[]): Pro
       for (const book of books) {
         for (const opts of OPTIONS) {
           const key = rowsKey(book, opts.excludeCategories);
-          const changed = (await tx.unsafe(changedDocumentQuery(opts), [book, before.snapshot, '{}']).raw()) as unknown as DocumentRow[];
-          const removed = ((await tx.unsafe(removedQuery(opts), [book, before.snapshot, '{}']).raw()) as unknown as [Buffer][]).map(
-            (r) => JSON.parse(r[0].toString()) as string,
-          );
-          const delta: DeltaRead = { documents: changed.map(documentIdOf), removed, rows: new Map(changed.map((r) => [documentIdOf(r), text(r)])) };
+          const changed = (await tx
+            .unsafe(changedDocumentQuery(opts), [book, before.snapshot, '{}'])
+            .raw()) as unknown as DocumentRow[];
+          const removed = (
+            (await tx.unsafe(removedQuery(opts), [book, before.snapshot, '{}']).raw()) as unknown as [Buffer][]
+          ).map((r) => JSON.parse(r[0].toString()) as string);
+          const delta: DeltaRead = {
+            documents: changed.map(documentIdOf),
+            removed,
+            rows: new Map(changed.map((r) => [documentIdOf(r), text(r)])),
+          };
           const now = rows.get(key)!;
           const where = `${key}, delta since export ${j}`;
-          deepStrictEqual([...applyDelta(before.rows.get(key)!, delta)], [...now], `${where}: applied, it gives the export`);
+          deepStrictEqual(
+            [...applyDelta(before.rows.get(key)!, delta)],
+            [...now],
+            `${where}: applied, it gives the export`,
+          );
           const order = [...now.keys()];
-          deepStrictEqual(delta.documents, order.filter((id) => delta.rows.has(id)), `${where}: documents in export order`);
-          ok(removed.every((id) => !now.has(id)), `${where}: no removed id is in the export`);
-          deepStrictEqual(removed, [...new Set(removed)].sort((x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y))), `${where}: removed ids once each, sorted`);
+          deepStrictEqual(
+            delta.documents,
+            order.filter((id) => delta.rows.has(id)),
+            `${where}: documents in export order`,
+          );
+          ok(
+            removed.every((id) => !now.has(id)),
+            `${where}: no removed id is in the export`,
+          );
+          deepStrictEqual(
+            removed,
+            [...new Set(removed)].sort((x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y))),
+            `${where}: removed ids once each, sorted`,
+          );
         }
       }
     }

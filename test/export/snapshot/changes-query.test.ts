@@ -7,7 +7,11 @@
 import t, { type Test } from 'tap';
 import type { Sql } from '../../../src/db/connect.js';
 import { readChangeState } from '../../../src/export/change-state.js';
-import { changedDocumentQuery, changedDocumentSizeQuery, removedQuery } from '../../../src/export/snapshot/changes-query.js';
+import {
+  changedDocumentQuery,
+  changedDocumentSizeQuery,
+  removedQuery,
+} from '../../../src/export/snapshot/changes-query.js';
 import { documentQuery } from '../../../src/export/snapshot/query.js';
 import { doc, seed, simpleSeed } from '../../helpers/app.js';
 import { createTestDatabase } from '../../helpers/db.js';
@@ -31,7 +35,10 @@ t.test('a writer that began before the export and committed after it is in the n
   t.match(before.rows.get('d1'), /"Doc d1"/);
   await writer`COMMIT`;
 
-  t.ok(writerAt < before.at, "the writer's changes carry a time before the export's: a timestamp filter would miss them for good");
+  t.ok(
+    writerAt < before.at,
+    "the writer's changes carry a time before the export's: a timestamp filter would miss them for good",
+  );
   const delta = await deltaSince(sql, BOOK, before.snapshot, { excludeCategories: true, includeContentHtml: true });
   t.same(delta.documents, ['d1', 'd9'], 'the rename and the creation');
   t.same(delta.removed, ['d2'], 'the deletion');
@@ -58,7 +65,10 @@ t.test('a writer that began first and commits last is in the delta since an expo
   t.same(d1.documents, ['d2'], 'the committed change only');
   await slow`UPDATE documents SET name = 'slow' WHERE id = 'd1'`;
   await slow`COMMIT`;
-  t.ok(BigInt(slowXid) < BigInt(fast), 'the slow writer has the smaller transaction id: "ids above the last one seen" would miss it');
+  t.ok(
+    BigInt(slowXid) < BigInt(fast),
+    'the slow writer has the smaller transaction id: "ids above the last one seen" would miss it',
+  );
   const d2 = await deltaSince(sql, BOOK, second.snapshot, opts);
   t.same(d2.documents, ['d1'], 'the slow writer is in the delta since the export taken while it ran');
   const third = await exportAt(sql, BOOK, opts);
@@ -68,7 +78,13 @@ t.test('a writer that began first and commits last is in the delta since an expo
 t.test('each kind of write, for both excludeCategories', async (t) => {
   const { sql } = await createTestDatabase(t);
   const ids = ['d01', 'd02', 'd03', 'd04', 'd05', 'd06', 'd07', 'd08', 'd09', 'd10', 'd11'];
-  await seed(sql, simpleSeed([...ids.map((id, i) => doc(id, `a${i}`, { contentHtml: `<p>${id}</p>` })), doc('c2', 'c2', { type: 'category' })]));
+  await seed(
+    sql,
+    simpleSeed([
+      ...ids.map((id, i) => doc(id, `a${i}`, { contentHtml: `<p>${id}</p>` })),
+      doc('c2', 'c2', { type: 'category' }),
+    ]),
+  );
   await seed(sql, simpleSeed([doc('e1', 'a0')], { user: 'u2' }));
   const opts = [false, true].map((excludeCategories) => ({ excludeCategories, includeContentHtml: true }));
   const before = await Promise.all(opts.map((o) => exportAt(sql, BOOK, o)));
@@ -107,9 +123,17 @@ t.test('each kind of write, for both excludeCategories', async (t) => {
   ];
   for (const [i, o] of opts.entries()) {
     const delta = await deltaSince(sql, BOOK, before[i]!.snapshot, o);
-    t.same(delta.documents, want[i]!.documents, `${want[i]!.why}: documents in export order, no autosave (d06), no rewrite of equal values (d07)`);
+    t.same(
+      delta.documents,
+      want[i]!.documents,
+      `${want[i]!.why}: documents in export order, no autosave (d06), no rewrite of equal values (d07)`,
+    );
     t.same(delta.removed, want[i]!.removed, `${want[i]!.why}: removed, never an id present now (d09, d10)`);
-    t.same(applyDelta(before[i]!.rows, delta), (await exportAt(sql, BOOK, o)).rows, 'applied, it gives the later export');
+    t.same(
+      applyDelta(before[i]!.rows, delta),
+      (await exportAt(sql, BOOK, o)).rows,
+      'applied, it gives the later export',
+    );
   }
   const other = await deltaSince(sql, 'b-u2', otherBefore.snapshot, opts[1]!);
   t.same(other, { documents: ['d11'], removed: [], rows: other.rows }, 'the moved document entered the other book');
@@ -140,11 +164,16 @@ t.test('readChangeState: the snapshot of the transaction it runs in, the epoch, 
   });
   const [book] = await sql<{ e: string }[]>`SELECT change_epoch::text AS e FROM books WHERE id = ${BOOK}`;
   t.match(state, { bookId: BOOK, changeEpoch: book!.e, snapshot, inRecovery: false, tokenFloor: '0', visible: null });
-  const [{ tli }] = (await sql`SELECT substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS tli`) as unknown as [{ tli: string }];
+  const [{ tli }] = (await sql`SELECT substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS tli`) as unknown as [
+    { tli: string },
+  ];
   t.equal(state.timeline, parseInt(tli, 16), "the timeline of the primary's WAL");
   t.match(state.databaseId, /^\d+\/\d+$/);
   t.ok(Math.abs(state.nowS - Date.now() / 1000) < 60, 'the database clock, in seconds');
-  await t.rejects(readChangeState((text, params) => sql.unsafe(text, params) as never, 'nope'), /no change state/);
+  await t.rejects(
+    readChangeState((text, params) => sql.unsafe(text, params) as never, 'nope'),
+    /no change state/,
+  );
 });
 
 /** The plan of a cursor over `text` with `params`, as the export declares its cursors. */
@@ -173,7 +202,9 @@ t.test('a delta of 10 changes in a book of 20,000 documents reads them through t
   // The server is shared: a write transaction older than the load, in any database, would keep the
   // token's xmin below it, and then the 20,000 rows are rightly candidates. Wait until none is left.
   const deadline = Date.now() + 60_000;
-  while (BigInt((await sql<{ x: string }[]>`SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x`)[0]!.x) <= loaded) {
+  while (
+    BigInt((await sql<{ x: string }[]>`SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x`)[0]!.x) <= loaded
+  ) {
     if (Date.now() > deadline) throw new Error('a transaction older than the load is still running after a minute');
     await new Promise((r) => setTimeout(r, 50));
   }

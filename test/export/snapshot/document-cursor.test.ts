@@ -18,11 +18,23 @@ const TIMEOUTS: SnapshotTimeouts = { startMs: 5000, fetchMs: 10_000, lockMs: 500
 const rowBytes = (row: DocumentRow) => row.reduce((n, col) => n + (col?.length ?? 0), 0);
 
 /** Every batch of book `bookId`, read through a cursor of `budget` bytes on a connection of its own. */
-async function readBatches(t: Test, url: string, bookId: string, opts: DocumentQueryOptions, budget: number): Promise<DocumentRow[][]> {
+async function readBatches(
+  t: Test,
+  url: string,
+  bookId: string,
+  opts: DocumentQueryOptions,
+  budget: number,
+): Promise<DocumentRow[][]> {
   const sql = connect(url, { max: 1, applicationName: 'kbx-test-export' });
   t.teardown(() => sql.end({ timeout: 1 }));
   return inSnapshot(sql, TIMEOUTS, async (snap) => {
-    const cursor = await DocumentCursor.open(snap, opts, bookId, { all: true }, { budgetBytes: budget, maxRows: 1000, firstRows: 16, startMs: 5000, fetchMs: 10_000 });
+    const cursor = await DocumentCursor.open(
+      snap,
+      opts,
+      bookId,
+      { all: true },
+      { budgetBytes: budget, maxRows: 1000, firstRows: 16, startMs: 5000, fetchMs: 10_000 },
+    );
     const out: DocumentRow[][] = [];
     for (let rows = await cursor.next(); rows !== null; rows = await cursor.next()) out.push(rows);
     await cursor.close();
@@ -36,9 +48,15 @@ t.test('a size-skewed knowledge base: every batch fits the budget or is one row 
   // Small documents, then documents of 1 MB, then small ones again: a guess from the previous
   // batch's average would ask for hundreds of the large ones at once.
   const docs = [
-    ...Array.from({ length: 300 }, (_, i) => doc(`s${String(i).padStart(4, '0')}`, `a${String(i).padStart(4, '0')}`, { contentHtml: '<p>small</p>' })),
-    ...Array.from({ length: 12 }, (_, i) => doc(`l${i}`, `b${String(i).padStart(4, '0')}`, { contentHtml: 'y'.repeat(MB) })),
-    ...Array.from({ length: 50 }, (_, i) => doc(`t${i}`, `c${String(i).padStart(4, '0')}`, { contentStr: 'z'.repeat(3000) })),
+    ...Array.from({ length: 300 }, (_, i) =>
+      doc(`s${String(i).padStart(4, '0')}`, `a${String(i).padStart(4, '0')}`, { contentHtml: '<p>small</p>' }),
+    ),
+    ...Array.from({ length: 12 }, (_, i) =>
+      doc(`l${i}`, `b${String(i).padStart(4, '0')}`, { contentHtml: 'y'.repeat(MB) }),
+    ),
+    ...Array.from({ length: 50 }, (_, i) =>
+      doc(`t${i}`, `c${String(i).padStart(4, '0')}`, { contentStr: 'z'.repeat(3000) }),
+    ),
   ];
   await seed(db.sql, simpleSeed(docs));
   const bookId = (await db.sql<{ id: string }[]>`SELECT id FROM books`)[0]!.id;
@@ -55,7 +73,11 @@ t.test('a size-skewed knowledge base: every batch fits the budget or is one row 
   t.equal(large.length, 12, 'each 1 MB document came in a batch of its own');
   t.ok(large.every((b) => b.length === 1));
   const ids = batches.flat().map(documentIdOf);
-  t.same(ids, docs.map((d) => d.id), 'every row once, in order key order (D1)');
+  t.same(
+    ids,
+    docs.map((d) => d.id),
+    'every row once, in order key order (D1)',
+  );
 });
 
 t.test('two batches are asked for ahead, never one past a row larger than the budget (D8.4)', async (t) => {
@@ -63,7 +85,9 @@ t.test('two batches are asked for ahead, never one past a row larger than the bu
   const KB = 1024;
   // Small documents with two of 300 KB among them, against a budget of 64 KB.
   const docs = Array.from({ length: 400 }, (_, i) =>
-    doc(`d${String(i).padStart(4, '0')}`, `a${String(i).padStart(4, '0')}`, { contentHtml: i === 150 || i === 151 ? 'x'.repeat(300 * KB) : '<p>small</p>' }),
+    doc(`d${String(i).padStart(4, '0')}`, `a${String(i).padStart(4, '0')}`, {
+      contentHtml: i === 150 || i === 151 ? 'x'.repeat(300 * KB) : '<p>small</p>',
+    }),
   );
   await seed(db.sql, simpleSeed(docs));
   const bookId = (await db.sql<{ id: string }[]>`SELECT id FROM books`)[0]!.id;
@@ -81,13 +105,19 @@ t.test('two batches are asked for ahead, never one past a row larger than the bu
         return snap.query<T>(text, params, opts);
       },
     };
-    const cursor = await DocumentCursor.open(watched, { excludeCategories: true, includeContentHtml: true }, bookId, { all: true }, {
-      budgetBytes: 64 * KB,
-      maxRows: 20,
-      firstRows: 4,
-      startMs: 5000,
-      fetchMs: 10_000,
-    });
+    const cursor = await DocumentCursor.open(
+      watched,
+      { excludeCategories: true, includeContentHtml: true },
+      bookId,
+      { all: true },
+      {
+        budgetBytes: 64 * KB,
+        maxRows: 20,
+        firstRows: 4,
+        startMs: 5000,
+        fetchMs: 10_000,
+      },
+    );
     const out: DocumentRow[][] = [];
     for (let rows = await cursor.next(); rows !== null; rows = await cursor.next()) {
       out.push(rows);
@@ -99,21 +129,33 @@ t.test('two batches are asked for ahead, never one past a row larger than the bu
     await cursor.close();
     return out;
   });
-  t.same(batches.flat().map(documentIdOf), docs.map((d) => d.id), 'every row once, in order');
+  t.same(
+    batches.flat().map(documentIdOf),
+    docs.map((d) => d.id),
+    'every row once, in order',
+  );
   t.equal(Math.max(...ahead), 2, 'at most two batches were asked for and not yet returned, and two were');
   const before = batches.map((_, i) => batches.slice(0, i).reduce((n, b) => n + b.length, 0));
-  const large = batches.flatMap((batch, i) => (batch.some((r) => (r[DOC.contentHtml]?.length ?? 0) > 64 * KB) ? [i] : []));
+  const large = batches.flatMap((batch, i) =>
+    batch.some((r) => (r[DOC.contentHtml]?.length ?? 0) > 64 * KB) ? [i] : [],
+  );
   t.equal(large.length, 2, 'two batches hold a large document');
   for (const i of large) {
     t.equal(batches[i]!.length, 1, `batch ${i} holds the large document alone`);
     t.equal(sent[i], before[i], `batch ${i} was asked for once every row before it was returned (${before[i]} rows)`);
   }
-  t.equal(Math.max(...ahead.slice(large.at(-1)! + 1, -2)), 2, 'after the large documents, two batches are asked for ahead again');
+  t.equal(
+    Math.max(...ahead.slice(large.at(-1)! + 1, -2)),
+    2,
+    'after the large documents, two batches are asked for ahead again',
+  );
 });
 
 t.test('stored plans read with their rows count toward the budget (D8.4)', async (t) => {
   const db = await createTestDatabase(t);
-  const docs = Array.from({ length: 200 }, (_, i) => doc(`p${String(i).padStart(4, '0')}`, `a${String(i).padStart(4, '0')}`, { contentHtml: '<img src="a.png">' }));
+  const docs = Array.from({ length: 200 }, (_, i) =>
+    doc(`p${String(i).padStart(4, '0')}`, `a${String(i).padStart(4, '0')}`, { contentHtml: '<img src="a.png">' }),
+  );
   await seed(db.sql, simpleSeed(docs));
   const bookId = (await db.sql<{ id: string }[]>`SELECT id FROM books`)[0]!.id;
   // Every tenth document has a plan of 100 KB: 200 KB of hex text in its row, against a budget of 256 KB.
@@ -122,15 +164,32 @@ t.test('stored plans read with their rows count toward the budget (D8.4)', async
     SELECT id, sha256(id::bytea), CASE WHEN right(id, 1) = '0' THEN decode(repeat('ab', 100 * 1024), 'hex') ELSE '\x01'::bytea END
     FROM documents`;
   const budget = 256 * 1024;
-  const batches = await readBatches(t, db.url, bookId, { excludeCategories: true, includeContentHtml: true, withPlans: true }, budget);
+  const batches = await readBatches(
+    t,
+    db.url,
+    bookId,
+    { excludeCategories: true, includeContentHtml: true, withPlans: true },
+    budget,
+  );
   const rows = batches.flat();
-  t.equal(rows.filter((r) => (r[DOC.plan]?.length ?? 0) > 200 * 1024).length, 20, 'the large plans came with their rows');
-  t.ok(rows.every((r) => r[DOC.plan] !== null), 'and every small one');
+  t.equal(
+    rows.filter((r) => (r[DOC.plan]?.length ?? 0) > 200 * 1024).length,
+    20,
+    'the large plans came with their rows',
+  );
+  t.ok(
+    rows.every((r) => r[DOC.plan] !== null),
+    'and every small one',
+  );
   for (const [i, batch] of batches.entries()) {
     const bytes = batch.reduce((n, r) => n + rowBytes(r), 0);
     if (batch.length > 1) t.ok(bytes <= budget, `batch ${i}: ${batch.length} rows, ${bytes} bytes within ${budget}`);
   }
-  t.same(rows.map(documentIdOf), docs.map((d) => d.id), 'every row once, in order');
+  t.same(
+    rows.map(documentIdOf),
+    docs.map((d) => d.id),
+    'every row once, in order',
+  );
 });
 
 t.test('an empty knowledge base: one empty first batch, then the end', async (t) => {
@@ -140,39 +199,52 @@ t.test('an empty knowledge base: one empty first batch, then the end', async (t)
   const sql = connect(db.url, { max: 1, applicationName: 'kbx-test-export' });
   t.teardown(() => sql.end({ timeout: 1 }));
   const seen = await inSnapshot(sql, TIMEOUTS, async (snap) => {
-    const cursor = await DocumentCursor.open(snap, { excludeCategories: false, includeContentHtml: false }, bookId, { all: true }, {
-      budgetBytes: 1024,
-      maxRows: 10,
-      firstRows: 4,
-      startMs: 5000,
-      fetchMs: 5000,
-    });
+    const cursor = await DocumentCursor.open(
+      snap,
+      { excludeCategories: false, includeContentHtml: false },
+      bookId,
+      { all: true },
+      {
+        budgetBytes: 1024,
+        maxRows: 10,
+        firstRows: 4,
+        startMs: 5000,
+        fetchMs: 5000,
+      },
+    );
     return [await cursor.next(), await cursor.next()];
   });
   t.same(seen, [[], null]);
 });
 
-t.test('a statement that does not answer in time fails the snapshot at once; its connection comes back (D8.5)', async (t) => {
-  const db = await createTestDatabase(t);
-  const sql = connect(db.url, { max: 1, applicationName: 'kbx-test-export' });
-  t.teardown(() => sql.end({ timeout: 1 }));
-  const started = Date.now();
-  const err = await inSnapshot(sql, TIMEOUTS, (snap) => snap.query('SELECT pg_sleep(2.5)', [], { timeoutMs: 200 })).then(
-    () => null,
-    (e: unknown) => e,
-  );
-  t.ok(err instanceof DependencyError, 'a DependencyError');
-  t.ok(Date.now() - started < 2000, `failed after ${Date.now() - started} ms, before the statement ended`);
-  // The pool has one connection: a second snapshot gets it once the slow statement ended and the
-  // first transaction was rolled back.
-  const rows = await inSnapshot(sql, TIMEOUTS, (snap) => snap.query<{ one: number }[]>('SELECT 1 AS one', [], { timeoutMs: 5000 }));
-  t.equal(rows[0]?.one, 1);
-  const open = await db.sql`
+t.test(
+  'a statement that does not answer in time fails the snapshot at once; its connection comes back (D8.5)',
+  async (t) => {
+    const db = await createTestDatabase(t);
+    const sql = connect(db.url, { max: 1, applicationName: 'kbx-test-export' });
+    t.teardown(() => sql.end({ timeout: 1 }));
+    const started = Date.now();
+    const err = await inSnapshot(sql, TIMEOUTS, (snap) =>
+      snap.query('SELECT pg_sleep(2.5)', [], { timeoutMs: 200 }),
+    ).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    t.ok(err instanceof DependencyError, 'a DependencyError');
+    t.ok(Date.now() - started < 2000, `failed after ${Date.now() - started} ms, before the statement ended`);
+    // The pool has one connection: a second snapshot gets it once the slow statement ended and the
+    // first transaction was rolled back.
+    const rows = await inSnapshot(sql, TIMEOUTS, (snap) =>
+      snap.query<{ one: number }[]>('SELECT 1 AS one', [], { timeoutMs: 5000 }),
+    );
+    t.equal(rows[0]?.one, 1);
+    const open = await db.sql`
     SELECT 1 FROM pg_stat_activity WHERE datname = ${db.name} AND state LIKE 'idle in transaction%'`;
-  t.equal(open.length, 0, 'no transaction left open');
-});
+    t.equal(open.length, 0, 'no transaction left open');
+  },
+);
 
-t.test('the session settings are the exporter\'s own, whatever the database defaults (D8.7)', async (t) => {
+t.test("the session settings are the exporter's own, whatever the database defaults (D8.7)", async (t) => {
   const db = await createTestDatabase(t);
   await db.sql.unsafe(`ALTER DATABASE ${db.name} SET lock_timeout = 0`);
   await db.sql.unsafe(`ALTER DATABASE ${db.name} SET idle_in_transaction_session_timeout = 0`);

@@ -21,32 +21,48 @@ const db = await createTestDatabase(t, { migrate: false });
 function settledWithin(p: Promise<unknown>, ms: number): Promise<unknown> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise((resolve) => (timer = setTimeout(() => resolve('still waiting'), ms)));
-  return Promise.race([p.then((v) => ({ value: v }), (err: unknown) => err), late]).finally(() => clearTimeout(timer));
+  return Promise.race([
+    p.then(
+      (v) => ({ value: v }),
+      (err: unknown) => err,
+    ),
+    late,
+  ]).finally(() => clearTimeout(timer));
 }
 
-t.test('the client goes while the link is frozen: the waiting statement fails with the snapshot, at once', async (t) => {
-  const proxy = await startTcpProxy(t, targetOf(db.url));
-  const sql = connect(proxy.urlFor(db.url), { max: 1, applicationName: 'kbx-test-snapshot' });
-  t.teardown(() => sql.end({ timeout: 0 }));
-  const gone = new AbortController();
-  const reason = new Error('the client went away');
-  let statement: Promise<unknown> | undefined;
-  const snapshot = inSnapshot(
-    sql,
-    TIMEOUTS,
-    async (snap) => {
-      proxy.stall();
-      statement = snap.query('SELECT 1', [], { timeoutMs: TIMEOUTS.fetchMs });
-      gone.abort();
-      return statement;
-    },
-    { signal: gone.signal, reason: () => reason },
-  );
-  t.equal(await snapshot.then(() => null, (err: unknown) => err), reason, 'the snapshot fails with the reason');
-  t.ok(statement, 'the statement was sent');
-  t.equal(await settledWithin(statement!, AT_ONCE_MS), reason, 'the waiting statement fails with the same reason');
-  proxy.resume();
-});
+t.test(
+  'the client goes while the link is frozen: the waiting statement fails with the snapshot, at once',
+  async (t) => {
+    const proxy = await startTcpProxy(t, targetOf(db.url));
+    const sql = connect(proxy.urlFor(db.url), { max: 1, applicationName: 'kbx-test-snapshot' });
+    t.teardown(() => sql.end({ timeout: 0 }));
+    const gone = new AbortController();
+    const reason = new Error('the client went away');
+    let statement: Promise<unknown> | undefined;
+    const snapshot = inSnapshot(
+      sql,
+      TIMEOUTS,
+      async (snap) => {
+        proxy.stall();
+        statement = snap.query('SELECT 1', [], { timeoutMs: TIMEOUTS.fetchMs });
+        gone.abort();
+        return statement;
+      },
+      { signal: gone.signal, reason: () => reason },
+    );
+    t.equal(
+      await snapshot.then(
+        () => null,
+        (err: unknown) => err,
+      ),
+      reason,
+      'the snapshot fails with the reason',
+    );
+    t.ok(statement, 'the statement was sent');
+    t.equal(await settledWithin(statement!, AT_ONCE_MS), reason, 'the waiting statement fails with the same reason');
+    proxy.resume();
+  },
+);
 
 t.test('the link is cut mid-answer: the statement queued behind it fails too, at once', async (t) => {
   const proxy = await startTcpProxy(t, targetOf(db.url));
@@ -64,7 +80,10 @@ t.test('the link is cut mid-answer: the statement queued behind it fails too, at
     return Promise.all(statements);
   });
   const failure = await settledWithin(snapshot, AT_ONCE_MS);
-  t.ok(isConnectionLost(failure), `the snapshot fails with the lost connection: ${String((failure as Error)?.message ?? failure)}`);
+  t.ok(
+    isConnectionLost(failure),
+    `the snapshot fails with the lost connection: ${String((failure as Error)?.message ?? failure)}`,
+  );
   for (const [i, s] of statements.entries()) {
     const outcome = await settledWithin(s, AT_ONCE_MS);
     t.ok(outcome instanceof Error, `statement ${i + 1} failed: ${String((outcome as Error)?.message ?? outcome)}`);

@@ -67,7 +67,12 @@ export function planContentHtml(j: Buffer, prefix: string, pieceBytes = PIECE_BY
  * once a pause yielded on the way (D8.8). Most documents are one short piece, and a
  * promise for each cost 2-5 % more CPU on documents of a few hundred bytes.
  */
-export function planContentHtmlSliced(j: Buffer, prefix: string, pause: Pause, pieceBytes = PIECE_BYTES): Buffer | Promise<Buffer> {
+export function planContentHtmlSliced(
+  j: Buffer,
+  prefix: string,
+  pause: Pause,
+  pieceBytes = PIECE_BYTES,
+): Buffer | Promise<Buffer> {
   const { rewriter, builder } = planningRewriter(j, prefix);
   const pieces = decodedPieces(j, pieceBytes);
   const go = (): Buffer | Promise<Buffer> => {
@@ -88,7 +93,7 @@ function* decodedPieces(j: Buffer, pieceBytes: number): Generator<[string, boole
     yield [JSON.parse(j.toString('utf8')) as string, true];
     return;
   }
-  for (let at = 1; at < end; ) {
+  for (let at = 1; at < end;) {
     const cut = safeCut(j, Math.min(end, at + pieceBytes), end);
     yield [JSON.parse(`"${j.toString('utf8', at, cut)}"`) as string, cut === end];
     at = cut;

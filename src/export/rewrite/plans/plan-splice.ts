@@ -73,7 +73,12 @@ class Views implements RangeSink {
  * The JSON text with `plan` (its bytes from `from` on) applied, as views; throws PlanFormatError
  * while iterating if the plan does not fit. Made an edit at a time, so a consumer may pause between views.
  */
-export function* planPieces(json: Buffer, plan: Buffer, prefixJson: Buffer, from = 0): Generator<Buffer, void, undefined> {
+export function* planPieces(
+  json: Buffer,
+  plan: Buffer,
+  prefixJson: Buffer,
+  from = 0,
+): Generator<Buffer, void, undefined> {
   if (plan.length === from) {
     yield json;
     return;
@@ -101,12 +106,25 @@ const COUNTED = new (class implements RangeSink {
  * The spliced length, or -1 when the plan does not fit `json`. A number unless the event-loop slice
  * ran out on the way (D8.8): most plans are a few edits, and a promise per document cost more.
  */
-export function splicedLength(json: Buffer, plan: Buffer, prefixJson: Buffer, pause: Pause, from = 0): number | Promise<number> {
+export function splicedLength(
+  json: Buffer,
+  plan: Buffer,
+  prefixJson: Buffer,
+  pause: Pause,
+  from = 0,
+): number | Promise<number> {
   return measure(new PlanReader(plan, from), json, prefixJson, pause, 0, 0);
 }
 
 /** splicedLength from `r`'s next edit on, `at` and `length` (of the text before `at`) as the edits before it left them. */
-function measure(r: PlanReader, json: Buffer, prefixJson: Buffer, pause: Pause, at: number, length: number): number | Promise<number> {
+function measure(
+  r: PlanReader,
+  json: Buffer,
+  prefixJson: Buffer,
+  pause: Pause,
+  at: number,
+  length: number,
+): number | Promise<number> {
   let edits = 0;
   try {
     while (!r.done) {
@@ -133,7 +151,12 @@ const DIRECT_PLAN_BYTES = 1024;
  * takes it: the text itself for an empty plan, a PlanSplice written at once for a small one, else
  * planPieces' views, between which the encoder may pause.
  */
-export function planSplice(json: Buffer, plan: Buffer, prefixJson: Buffer, from = 0): Buffer | DirectPieces | Iterable<Buffer> {
+export function planSplice(
+  json: Buffer,
+  plan: Buffer,
+  prefixJson: Buffer,
+  from = 0,
+): Buffer | DirectPieces | Iterable<Buffer> {
   if (plan.length === from) return json;
   if (plan.length - from < DIRECT_PLAN_BYTES) return new PlanSplice(json, plan, from, prefixJson);
   return { [Symbol.iterator]: () => planPieces(json, plan, prefixJson, from) };

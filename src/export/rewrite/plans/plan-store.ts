@@ -117,7 +117,12 @@ export class PlanWriter {
     const before = this.#queue.get(documentId);
     const bytes = this.#queuedBytes - (before ? sizeOf(before) : 0) + key.length + plan.length;
     const full = before === undefined && this.#queue.size >= this.#maxQueued;
-    if (this.#closed || this.#stuck !== null || full || (bytes > this.#maxQueuedBytes && this.#queue.size > (before ? 1 : 0))) {
+    if (
+      this.#closed ||
+      this.#stuck !== null ||
+      full ||
+      (bytes > this.#maxQueuedBytes && this.#queue.size > (before ? 1 : 0))
+    ) {
       this.counts.dropped++;
       return false;
     }
@@ -142,7 +147,8 @@ export class PlanWriter {
     const sent: Promise<void>[] = [];
     try {
       while (sent.length > 0 || (this.#queue.size > 0 && this.#stuck === null)) {
-        if (sent.length < IN_FLIGHT && this.#queue.size > 0 && this.#stuck === null) sent.push(this.#write(this.#take()));
+        if (sent.length < IN_FLIGHT && this.#queue.size > 0 && this.#stuck === null)
+          sent.push(this.#write(this.#take()));
         else await sent.shift();
       }
     } finally {
@@ -178,7 +184,11 @@ export class PlanWriter {
     // One statement, never begin(): postgres.js 3.4 crashes on begin()'s ROLLBACK over a lost connection.
     const write = (
       'large' in batch
-        ? this.sql.unsafe(INSERT_ONE, [batch.large[0], batch.large[1].key.toString('base64'), batch.large[1].plan.toString('base64')])
+        ? this.sql.unsafe(INSERT_ONE, [
+            batch.large[0],
+            batch.large[1].key.toString('base64'),
+            batch.large[1].plan.toString('base64'),
+          ])
         : this.sql.unsafe(INSERT, [JSON.stringify(batch.rows)])
     ).execute();
     write.catch(() => {});
@@ -196,9 +206,11 @@ export class PlanWriter {
         lost += this.#queue.size;
         this.#queue.clear();
         this.#queuedBytes = 0;
-        const stuck: Promise<unknown> = write.finally(() => {
-          if (this.#stuck === stuck) this.#stuck = null;
-        }).catch(() => {});
+        const stuck: Promise<unknown> = write
+          .finally(() => {
+            if (this.#stuck === stuck) this.#stuck = null;
+          })
+          .catch(() => {});
         this.#stuck = stuck;
       }
       this.counts.failed += lost;

@@ -75,7 +75,11 @@ export function jsonPrefixBytes(prefix: string): Buffer {
 }
 
 function startsAt(text: Buffer, needle: Buffer, at: number): boolean {
-  return needle.length > 0 && at + needle.length <= text.length && text.compare(needle, 0, needle.length, at, at + needle.length) === 0;
+  return (
+    needle.length > 0 &&
+    at + needle.length <= text.length &&
+    text.compare(needle, 0, needle.length, at, at + needle.length) === 0
+  );
 }
 
 class Bytes {
@@ -166,7 +170,12 @@ export class PlanBuilder {
   }
 }
 
-export function planFromEdits(json: Buffer, bounds: readonly number[], texts: readonly Buffer[], prefixJson: Buffer): Buffer {
+export function planFromEdits(
+  json: Buffer,
+  bounds: readonly number[],
+  texts: readonly Buffer[],
+  prefixJson: Buffer,
+): Buffer {
   const builder = new PlanBuilder(json, prefixJson);
   texts.forEach((text, i) => builder.edit(bounds[2 * i]!, bounds[2 * i + 1]!, text));
   return builder.finish();

@@ -75,7 +75,8 @@ const isBlank = (c: number): boolean => c === 0x20 || c === 0x09 || c === 0x0c;
 const isTagNameChar = (c: number): boolean => isLower(c) || isDigit(c) || c === 0x2d;
 const isAttrNameChar = (c: number): boolean => isTagNameChar(c) || c === 0x5f || c === 0x3a || c === 0x2e;
 /** What a quoted value may hold besides its quote: no reference, NUL, line break or surrogate. */
-const isPlainValueChar = (c: number): boolean => c !== 0x26 && c !== 0 && c !== 0x0d && c !== 0x0a && (c < 0xd800 || c > 0xdfff);
+const isPlainValueChar = (c: number): boolean =>
+  c !== 0x26 && c !== 0 && c !== 0x0d && c !== 0x0a && (c < 0xd800 || c > 0xdfff);
 
 function sameText(s: string, a: number, aEnd: number, b: number, bEnd: number): boolean {
   if (aEnd - a !== bEnd - b) return false;

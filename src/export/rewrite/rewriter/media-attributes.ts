@@ -12,9 +12,27 @@ export type AttrKind = 'url' | 'srcset';
 
 /** Element -> attributes rewritten (`a` only as an attachment link: isAttachmentLink) (D3.3). */
 export const REWRITTEN_ATTRS: ReadonlyMap<string, ReadonlyMap<string, AttrKind>> = new Map([
-  ['img', new Map<string, AttrKind>([['src', 'url'], ['srcset', 'srcset']])],
-  ['source', new Map<string, AttrKind>([['src', 'url'], ['srcset', 'srcset']])],
-  ['video', new Map<string, AttrKind>([['src', 'url'], ['poster', 'url']])],
+  [
+    'img',
+    new Map<string, AttrKind>([
+      ['src', 'url'],
+      ['srcset', 'srcset'],
+    ]),
+  ],
+  [
+    'source',
+    new Map<string, AttrKind>([
+      ['src', 'url'],
+      ['srcset', 'srcset'],
+    ]),
+  ],
+  [
+    'video',
+    new Map<string, AttrKind>([
+      ['src', 'url'],
+      ['poster', 'url'],
+    ]),
+  ],
   ['audio', new Map<string, AttrKind>([['src', 'url']])],
   ['track', new Map<string, AttrKind>([['src', 'url']])],
   ['embed', new Map<string, AttrKind>([['src', 'url']])],
@@ -36,7 +54,11 @@ export function isAttachmentLink(attrs: readonly { name: string; value: string }
  * attributes), or undefined when none are: an element outside the table, an `a` that is no
  * attachment link, or an element left in foreign content (`<svg><video>` is not HTML media) (D3.3).
  */
-export function rewrittenAttrsOf(tagName: string, attrs: readonly { name: string; value: string }[], foreign: boolean): ReadonlyMap<string, AttrKind> | undefined {
+export function rewrittenAttrsOf(
+  tagName: string,
+  attrs: readonly { name: string; value: string }[],
+  foreign: boolean,
+): ReadonlyMap<string, AttrKind> | undefined {
   if (foreign) return undefined;
   const rules = REWRITTEN_ATTRS.get(tagName);
   if (rules === undefined) return undefined;

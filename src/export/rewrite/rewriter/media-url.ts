@@ -21,8 +21,7 @@ function isRelativeRange(u: string, s: number, e: number): boolean {
     for (let i = s + 1; i < e; i++) {
       const c = u.charCodeAt(i);
       if (c === 0x3a /* : */) return false;
-      const schemeChar =
-        isAsciiAlpha(c) || (c >= 0x30 && c <= 0x39) || c === 0x2b || c === 0x2e || c === 0x2d;
+      const schemeChar = isAsciiAlpha(c) || (c >= 0x30 && c <= 0x39) || c === 0x2b || c === 0x2e || c === 0x2d;
       if (!schemeChar) break;
     }
   }

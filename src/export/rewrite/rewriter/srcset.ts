@@ -2,7 +2,10 @@
 import { isAsciiWhitespace } from './ascii.js';
 
 /** Splices `rewrite(value, start, end)` over each candidate URL (null: leave it); `value` itself when unchanged. */
-export function mapSrcsetRanges(value: string, rewrite: (value: string, start: number, end: number) => string | null): string {
+export function mapSrcsetRanges(
+  value: string,
+  rewrite: (value: string, start: number, end: number) => string | null,
+): string {
   const n = value.length;
   let out = '';
   let copied = 0; // value[0, copied) is already in `out`

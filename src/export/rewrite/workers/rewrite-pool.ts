@@ -103,7 +103,9 @@ export class RewritePool {
       return false;
     }
     if (this.#queue.length >= this.#maxQueued) {
-      job.reject(new RewriteWorkerError(`no rewrite worker is running and ${this.#maxQueued} batches already wait for one`));
+      job.reject(
+        new RewriteWorkerError(`no rewrite worker is running and ${this.#maxQueued} batches already wait for one`),
+      );
       return false;
     }
     this.#queue.push(job);
@@ -127,7 +129,10 @@ export class RewritePool {
     m.timer = null;
     const head = m.jobs[0];
     if (head === undefined) return;
-    m.timer = setTimeout(() => this.#giveUp(m, `rewrite worker took longer than ${head.timeoutMs} ms over one batch`), head.timeoutMs);
+    m.timer = setTimeout(
+      () => this.#giveUp(m, `rewrite worker took longer than ${head.timeoutMs} ms over one batch`),
+      head.timeoutMs,
+    );
     m.timer.unref();
   }
 
@@ -144,7 +149,10 @@ export class RewritePool {
     // An idle pool never keeps the process alive; a worker is referenced while it holds a batch.
     worker.unref();
     const m: Member = { index, worker, ready: false, stopping: false, gone: false, error: null, jobs: [], timer: null };
-    m.timer = setTimeout(() => this.#giveUp(m, `rewrite worker did not start within ${START_TIMEOUT_MS} ms`), START_TIMEOUT_MS);
+    m.timer = setTimeout(
+      () => this.#giveUp(m, `rewrite worker did not start within ${START_TIMEOUT_MS} ms`),
+      START_TIMEOUT_MS,
+    );
     m.timer.unref();
     worker.on('message', (msg: RewriteReply | RewriteReady) => this.#onMessage(m, msg));
     // 'exit' follows an uncaught exception after the earlier replies: only then is the culprit batch known.
@@ -153,7 +161,10 @@ export class RewritePool {
       m.stopping = true;
     });
     worker.on('exit', (code) =>
-      this.#down(m, m.error !== null ? `rewrite worker failed: ${m.error.message}` : `rewrite worker stopped (exit code ${code})`),
+      this.#down(
+        m,
+        m.error !== null ? `rewrite worker failed: ${m.error.message}` : `rewrite worker stopped (exit code ${code})`,
+      ),
     );
     this.#members[index] = m;
     for (const job of this.#queue.splice(0)) this.#dispatch(job);
@@ -222,8 +233,15 @@ export class RewritePool {
     culprit?.reject(new RewriteWorkerError(reason));
     let resent = 0;
     for (const job of jobs) if (this.#resend(job, reason)) resent++;
-    const fields = { worker: index, reason, failed: jobs.length - resent + (culprit ? 1 : 0), resent, restartInMs: delay };
-    if (started) this.#log?.warn(fields, 'rewrite worker died; the batch it was on fails, the others go to another worker');
+    const fields = {
+      worker: index,
+      reason,
+      failed: jobs.length - resent + (culprit ? 1 : 0),
+      resent,
+      restartInMs: delay,
+    };
+    if (started)
+      this.#log?.warn(fields, 'rewrite worker died; the batch it was on fails, the others go to another worker');
     else this.#log?.error(fields, 'rewrite worker failed to start');
   }
 

@@ -20,7 +20,9 @@ import { sourceUrl } from '../../../helpers/paths.js';
 
 const FIXTURES = sourceUrl(import.meta.url, '../fixtures/');
 const cases = JSON.parse(readFileSync(new URL('rewriter-cases.json', FIXTURES), 'utf8')) as { input: string }[];
-const manual = readdirSync(new URL('pg-manual/', FIXTURES)).map((f) => readFileSync(new URL(`pg-manual/${f}`, FIXTURES), 'utf8'));
+const manual = readdirSync(new URL('pg-manual/', FIXTURES)).map((f) =>
+  readFileSync(new URL(`pg-manual/${f}`, FIXTURES), 'utf8'),
+);
 const random = fc.sample(storableHtml, { numRuns: 400, seed: 13 });
 
 const db = await createTestDatabase(t);
@@ -36,9 +38,12 @@ await seed(db.sql, { users: [], books: mixed.books });
 
 /** The body of an export of `slug`; fails the test on anything but a 200. */
 async function exportBody(server: TestServer, slug: string): Promise<Buffer> {
-  const res = await request(`${server.url}/api/v1/open/books/${slug}/docs`, { headers: { authorization: 'Bearer kbx_u1' } });
+  const res = await request(`${server.url}/api/v1/open/books/${slug}/docs`, {
+    headers: { authorization: 'Bearer kbx_u1' },
+  });
   const body = Buffer.from(await res.body.arrayBuffer());
-  if (res.statusCode !== 200) throw new Error(`export of ${slug}: ${res.statusCode} ${body.subarray(0, 200).toString()}`);
+  if (res.statusCode !== 200)
+    throw new Error(`export of ${slug}: ${res.statusCode} ${body.subarray(0, 200).toString()}`);
   return body;
 }
 
@@ -81,11 +86,17 @@ for (const slug of ['mixed', 'bench']) {
     await plansSettled();
     const n = await storedPlans();
     t.ok(n > 0, `${n} plans stored`);
-    for (const [name, server] of [['event loop', inline], ['worker', pooled]] as const) {
+    for (const [name, server] of [
+      ['event loop', inline],
+      ['worker', pooled],
+    ] as const) {
       const before = await planCounts(server);
       t.ok((await exportBody(server, slug)).equals(expected), `warm, ${name}: byte-identical`);
       const after = await planCounts(server);
-      t.ok(after.reused! - before.reused! >= n, `warm, ${name}: ${after.reused! - before.reused!} rows spliced from stored plans`);
+      t.ok(
+        after.reused! - before.reused! >= n,
+        `warm, ${name}: ${after.reused! - before.reused!} rows spliced from stored plans`,
+      );
       t.equal(after.computed, before.computed, `warm, ${name}: nothing tokenized`);
     }
   });
@@ -108,7 +119,7 @@ t.test('documents that changed since their plan was made are tokenized again, an
   t.equal((await planCounts(inline)).computed, after.computed, 'with nothing tokenized');
 });
 
-t.test('a prefix change between a plan\'s creation and its use: plans of the old prefix are not used', async (t) => {
+t.test("a prefix change between a plan's creation and its use: plans of the old prefix are not used", async (t) => {
   await exportBody(inline, 'mixed');
   await plansSettled();
   const expected = await exportBody(otherPrefixRef, 'mixed');
@@ -120,7 +131,10 @@ t.test('a prefix change between a plan\'s creation and its use: plans of the old
   await plansSettled();
   t.ok((await exportBody(otherPrefix, 'mixed')).equals(expected), 'warm under the new prefix');
   t.ok((await planCounts(otherPrefix)).reused! > after.reused!, 'from its own plans');
-  t.ok((await exportBody(inline, 'mixed')).equals(await exportBody(reference, 'mixed')), 'and the old prefix still exports its own bytes');
+  t.ok(
+    (await exportBody(inline, 'mixed')).equals(await exportBody(reference, 'mixed')),
+    'and the old prefix still exports its own bytes',
+  );
 });
 
 t.test('a corrupt or misplaced stored plan is never applied', async (t) => {
@@ -147,10 +161,14 @@ t.test('a corrupt or misplaced stored plan is never applied', async (t) => {
 t.test('plans go with their documents', async (t) => {
   await exportBody(inline, 'bench');
   await plansSettled();
-  const [row] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM rewrite_plans JOIN documents ON id = document_id WHERE book_id = 'b-bench'`;
+  const [row] = await db.sql<
+    { n: number }[]
+  >`SELECT count(*)::int AS n FROM rewrite_plans JOIN documents ON id = document_id WHERE book_id = 'b-bench'`;
   t.ok(row!.n > 0, 'the book has plans');
   await db.sql`DELETE FROM books WHERE id = 'b-bench'`;
-  const [orphans] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM rewrite_plans p WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.id = p.document_id)`;
+  const [orphans] = await db.sql<
+    { n: number }[]
+  >`SELECT count(*)::int AS n FROM rewrite_plans p WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.id = p.document_id)`;
   t.equal(orphans!.n, 0, 'deleting the book removed its plans');
   t.ok((await storedPlans()) > 0, 'the other book keeps its own');
 });

@@ -40,10 +40,12 @@ t.test("readStoredPlan over the cursor's rows: every byte value read back from h
     db.sql.begin(async (tx) => {
       await tx.unsafe(`SET LOCAL bytea_output = ${output}`);
       const rows = (await tx.unsafe(query, [book!.book_id]).raw()) as unknown as DocumentRow[];
-      return new Map(rows.flatMap((row) => {
-        const stored = readStoredPlan(row[DOC.plan]);
-        return stored ? [[documentIdOf(row), stored] as const] : [];
-      }));
+      return new Map(
+        rows.flatMap((row) => {
+          const stored = readStoredPlan(row[DOC.plan]);
+          return stored ? [[documentIdOf(row), stored] as const] : [];
+        }),
+      );
     });
   const found = await read('hex');
   t.same([...found.keys()], [ids[0]], 'the one stored plan, with its row');
@@ -52,7 +54,7 @@ t.test("readStoredPlan over the cursor's rows: every byte value read back from h
   t.equal((await read('escape')).size, 0, 'a column not in hex is no plan');
 });
 
-t.test('a full queue drops instead of waiting; a deleted document\'s plan is skipped', async (t) => {
+t.test("a full queue drops instead of waiting; a deleted document's plan is skipped", async (t) => {
   await db.sql`TRUNCATE rewrite_plans`;
   const writer = new PlanWriter(db.sql, { maxQueued: 2 });
   t.ok(writer.offer(ids[0]!, key(1), Buffer.from([1])));
@@ -106,61 +108,82 @@ async function exportBody(server: TestServer): Promise<Buffer> {
   return body;
 }
 
-t.test('the plans\' connection frozen: exports are unchanged, lost plans counted and logged, written again later', async (t) => {
-  await db.sql`TRUNCATE rewrite_plans`;
-  const proxy = await startTcpProxy(t, targetOf(db.url));
-  const planSql = connect(proxy.urlFor(db.url), { max: 1, applicationName: 'kbx-test-plans', connectTimeoutS: 2, fetchTypes: false });
-  t.teardown(() => planSql.end({ timeout: 1 }));
-  const reference = await startServer(t, { EXPORT_CACHE_BYTES: '0', REWRITE_PLANS: 'false' }, db);
-  const lines: string[] = [];
-  const server = await startServer(t, { EXPORT_CACHE_BYTES: '0', REWRITE_WORKERS: '0', DB_TIMEOUT_MS: '1000' }, db, {
-    planSql,
-    logger: new Writable({
-      write(chunk: Buffer, _enc, done) {
-        lines.push(chunk.toString());
-        done();
-      },
-    }),
-  });
-  const counts = async () => {
-    const metric = await server.app.metrics.registry.getSingleMetric('kb_export_rewrite_plans_total')!.get();
-    return Object.fromEntries(metric.values.map((v) => [String(v.labels.outcome), v.value]));
-  };
-  const expected = await exportBody(reference);
+t.test(
+  "the plans' connection frozen: exports are unchanged, lost plans counted and logged, written again later",
+  async (t) => {
+    await db.sql`TRUNCATE rewrite_plans`;
+    const proxy = await startTcpProxy(t, targetOf(db.url));
+    const planSql = connect(proxy.urlFor(db.url), {
+      max: 1,
+      applicationName: 'kbx-test-plans',
+      connectTimeoutS: 2,
+      fetchTypes: false,
+    });
+    t.teardown(() => planSql.end({ timeout: 1 }));
+    const reference = await startServer(t, { EXPORT_CACHE_BYTES: '0', REWRITE_PLANS: 'false' }, db);
+    const lines: string[] = [];
+    const server = await startServer(t, { EXPORT_CACHE_BYTES: '0', REWRITE_WORKERS: '0', DB_TIMEOUT_MS: '1000' }, db, {
+      planSql,
+      logger: new Writable({
+        write(chunk: Buffer, _enc, done) {
+          lines.push(chunk.toString());
+          done();
+        },
+      }),
+    });
+    const counts = async () => {
+      const metric = await server.app.metrics.registry.getSingleMetric('kb_export_rewrite_plans_total')!.get();
+      return Object.fromEntries(metric.values.map((v) => [String(v.labels.outcome), v.value]));
+    };
+    const expected = await exportBody(reference);
 
-  await planSql`SELECT 1`;
-  proxy.stall();
-  t.ok((await exportBody(server)).equals(expected), 'the export is whole and unchanged while plans cannot be written');
-  const computed = (await counts()).computed!;
-  t.ok(computed > 0, `${computed} plans computed`);
-  for (let i = 0; i < 100 && (await counts()).failed! < computed; i++) await new Promise((r) => setTimeout(r, 100));
-  t.equal((await counts()).failed, computed, 'each counted as failed, within DB_TIMEOUT_MS');
-  t.equal(await storedPlans(), 0, 'none stored');
-  t.ok(lines.some((l) => l.includes('rewrite plans not written')), 'and logged');
+    await planSql`SELECT 1`;
+    proxy.stall();
+    t.ok(
+      (await exportBody(server)).equals(expected),
+      'the export is whole and unchanged while plans cannot be written',
+    );
+    const computed = (await counts()).computed!;
+    t.ok(computed > 0, `${computed} plans computed`);
+    for (let i = 0; i < 100 && (await counts()).failed! < computed; i++) await new Promise((r) => setTimeout(r, 100));
+    t.equal((await counts()).failed, computed, 'each counted as failed, within DB_TIMEOUT_MS');
+    t.equal(await storedPlans(), 0, 'none stored');
+    t.ok(
+      lines.some((l) => l.includes('rewrite plans not written')),
+      'and logged',
+    );
 
-  proxy.resume();
-  // The frozen INSERT settles once the link is back (and may write its plans itself); until it
-  // has, plans are dropped. Export until every plan is stored.
-  let whole = true;
-  for (let i = 0; i < 50 && (await storedPlans()) < computed; i++) {
-    whole &&= (await exportBody(server)).equals(expected);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  t.ok(whole, 'exports with the link back are whole and unchanged');
-  t.equal(await storedPlans(), computed, 'every plan is stored');
-});
+    proxy.resume();
+    // The frozen INSERT settles once the link is back (and may write its plans itself); until it
+    // has, plans are dropped. Export until every plan is stored.
+    let whole = true;
+    for (let i = 0; i < 50 && (await storedPlans()) < computed; i++) {
+      whole &&= (await exportBody(server)).equals(expected);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    t.ok(whole, 'exports with the link back are whole and unchanged');
+    t.equal(await storedPlans(), computed, 'every plan is stored');
+  },
+);
 
-t.test('the plans\' connection cut while plans are written: nothing crashes, exports stay whole', async (t) => {
+t.test("the plans' connection cut while plans are written: nothing crashes, exports stay whole", async (t) => {
   const rejections = recordUnhandledRejections(t);
   const uncaught: string[] = [];
   const onUncaught = (err: Error) => void uncaught.push(err.stack ?? String(err));
   process.on('uncaughtExceptionMonitor', onUncaught);
   t.teardown(() => process.removeListener('uncaughtExceptionMonitor', onUncaught));
   const proxy = await startTcpProxy(t, targetOf(db.url));
-  const planSql = connect(proxy.urlFor(db.url), { max: 1, applicationName: 'kbx-test-plans', connectTimeoutS: 2, fetchTypes: false });
+  const planSql = connect(proxy.urlFor(db.url), {
+    max: 1,
+    applicationName: 'kbx-test-plans',
+    connectTimeoutS: 2,
+    fetchTypes: false,
+  });
   t.teardown(() => planSql.end({ timeout: 1 }));
   const reference = await startServer(t, { EXPORT_CACHE_BYTES: '0', REWRITE_PLANS: 'false' }, db);
-  const server = await startServer(t, { EXPORT_CACHE_BYTES: '0', REWRITE_WORKERS: '0', DB_TIMEOUT_MS: '1000' }, db, { planSql });
+  const server = await startServer(t, { EXPORT_CACHE_BYTES: '0', REWRITE_WORKERS: '0', DB_TIMEOUT_MS: '1000' }, db, {
+    planSql,
+  });
   const expected = await exportBody(reference);
   let whole = 0;
   for (let i = 0; i < 12; i++) {

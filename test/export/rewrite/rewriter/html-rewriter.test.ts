@@ -24,9 +24,7 @@ interface Case {
 }
 
 const P = '/media/';
-const cases = JSON.parse(
-  readFileSync(sourceUrl(import.meta.url, '../fixtures/rewriter-cases.json'), 'utf8'),
-) as Case[];
+const cases = JSON.parse(readFileSync(sourceUrl(import.meta.url, '../fixtures/rewriter-cases.json'), 'utf8')) as Case[];
 
 /** The tokenizer's result with no pre-check in front of it. */
 function tokenized(html: string, rules: string | UrlRewriteRules = P): string {
@@ -41,7 +39,7 @@ function tokenizedInPieces(html: string, seed: number, rules: string | UrlRewrit
   const edits: Edit[] = [];
   const rw = new HtmlMediaRewriter(rules, (e) => edits.push(e));
   let state = seed;
-  for (let at = 0; ; ) {
+  for (let at = 0; ;) {
     state = (state * 1103515245 + 12345) % 2 ** 31;
     const end = Math.min(html.length, at + 1 + (state % 7));
     rw.write(html.slice(at, end), end === html.length);
@@ -73,7 +71,8 @@ t.test('fixture file covers every rule of D3 that applies to HTML', async (t) =>
 function checkPaths(t: Test, input: string, expected: string, rules: string | UrlRewriteRules = P): void {
   t.equal(rewriteHtml(input, rules), expected, 'rewriteHtml');
   t.equal(tokenized(input, rules), expected, 'the tokenizer without the pre-check');
-  for (const seed of [1, 2, 3]) t.equal(tokenizedInPieces(input, seed, rules), expected, `fed in pieces (split ${seed})`);
+  for (const seed of [1, 2, 3])
+    t.equal(tokenizedInPieces(input, seed, rules), expected, `fed in pieces (split ${seed})`);
   if (typeof rules === 'string') {
     const json = rewriteJsonText(Buffer.from(JSON.stringify(input)), rules);
     t.equal(JSON.parse(json.toString('utf8')), expected, 'spliced into the JSON text');
@@ -96,28 +95,121 @@ t.test('one document per rewriter', async (t) => {
 });
 
 t.test('mayNeedRewrite', async (t) => {
-  for (const s of ['<img', '<IMG src', '<a href download', '<A\nDOWNLOAD', '<a data-type="&#97;ttachment" href=x>', '<image/', '<source>', '<Video', '<audio\t', '<track\f', '<embed\r', '<object ', 'x<a>download']) {
+  for (const s of [
+    '<img',
+    '<IMG src',
+    '<a href download',
+    '<A\nDOWNLOAD',
+    '<a data-type="&#97;ttachment" href=x>',
+    '<image/',
+    '<source>',
+    '<Video',
+    '<audio\t',
+    '<track\f',
+    '<embed\r',
+    '<object ',
+    'x<a>download',
+  ]) {
     t.ok(mayNeedRewrite(s), s);
   }
-  for (const s of ['', 'img src=a.png', '&lt;img src=a.png>', '<p>', '<abbr>', '<imgx>', '<area href>', '<i>', '< img src=a>', '<my-img src=a>', '<a href="doc">', '<A HREF=x.pdf>', 'download <b>x</b>']) {
+  for (const s of [
+    '',
+    'img src=a.png',
+    '&lt;img src=a.png>',
+    '<p>',
+    '<abbr>',
+    '<imgx>',
+    '<area href>',
+    '<i>',
+    '< img src=a>',
+    '<my-img src=a>',
+    '<a href="doc">',
+    '<A HREF=x.pdf>',
+    'download <b>x</b>',
+  ]) {
     t.notOk(mayNeedRewrite(s), s);
   }
 });
 
 // Building blocks for random HTML: tags that can never be rewritten, and ones that can.
 const inert = [
-  '<p>', '</p>', '<div class="a b">', '<span src="a.png">', '<imgx src=a.png>', '<area href=x download>', '<link href=x.css>',
-  '<!-- c -->', '<!--', '-->', '<script>', '</script>', '<style>', '</style>', '<textarea>', '</textarea>', '<title>', '</title>',
-  '<svg>', '</svg>', '<![CDATA[', ']]>', '&amp;', '&lt;img src=a.png&gt;', 'img src=a.png', ' ', '\r\n', '\r', '\n', '\t',
-  '"', "'", '=', '<', '>', '/', 'text', '😀', '日本', '\u0000', '&', '#', 'src=', 'href=', 'download', '<br/>', '<!DOCTYPE html>',
+  '<p>',
+  '</p>',
+  '<div class="a b">',
+  '<span src="a.png">',
+  '<imgx src=a.png>',
+  '<area href=x download>',
+  '<link href=x.css>',
+  '<!-- c -->',
+  '<!--',
+  '-->',
+  '<script>',
+  '</script>',
+  '<style>',
+  '</style>',
+  '<textarea>',
+  '</textarea>',
+  '<title>',
+  '</title>',
+  '<svg>',
+  '</svg>',
+  '<![CDATA[',
+  ']]>',
+  '&amp;',
+  '&lt;img src=a.png&gt;',
+  'img src=a.png',
+  ' ',
+  '\r\n',
+  '\r',
+  '\n',
+  '\t',
+  '"',
+  "'",
+  '=',
+  '<',
+  '>',
+  '/',
+  'text',
+  '😀',
+  '日本',
+  '\u0000',
+  '&',
+  '#',
+  'src=',
+  'href=',
+  'download',
+  '<br/>',
+  '<!DOCTYPE html>',
 ];
 const media = [
-  '<img src="a.png">', '<img src=a.png>', "<IMG SRC='./a.png'>", '<img srcset="a.png 1x, b.png 2x">', '<a href="f.pdf" download>',
-  '<a href=f.pdf>', '<a data-type="attachment" href=/f.pdf>', '<video src=v.mp4 poster=p.png>', '<object data=d.pdf>',
-  '<img src="http://x/a.png">', '<img src="/media/a.png">', '<img src="&#47;a&amp;b.png">', '<img ', 'src="a.png"', '<source src=',
-  'a.png', '<a ', '<image src=a>', '<embed src=e>', '<img src="../../x.png">', '<img src=/media/../x.png>',
-  '<img srcset="a\\..\\..\\b.png 1x, %2e%2E/c.png 2x">', '<img src="..&#x2f;..&#47;x.png">', '<img src=\'&#46;.&#92;y.png?v=../1\'>',
-  '..', '../', '&#46;', '\\',
+  '<img src="a.png">',
+  '<img src=a.png>',
+  "<IMG SRC='./a.png'>",
+  '<img srcset="a.png 1x, b.png 2x">',
+  '<a href="f.pdf" download>',
+  '<a href=f.pdf>',
+  '<a data-type="attachment" href=/f.pdf>',
+  '<video src=v.mp4 poster=p.png>',
+  '<object data=d.pdf>',
+  '<img src="http://x/a.png">',
+  '<img src="/media/a.png">',
+  '<img src="&#47;a&amp;b.png">',
+  '<img ',
+  'src="a.png"',
+  '<source src=',
+  'a.png',
+  '<a ',
+  '<image src=a>',
+  '<embed src=e>',
+  '<img src="../../x.png">',
+  '<img src=/media/../x.png>',
+  '<img srcset="a\\..\\..\\b.png 1x, %2e%2E/c.png 2x">',
+  '<img src="..&#x2f;..&#47;x.png">',
+  "<img src='&#46;.&#92;y.png?v=../1'>",
+  '..',
+  '../',
+  '&#46;',
+  '\\',
 ];
 // Fragments such as '<' + 'img src=a.png' can still join into a media tag, so those draws are dropped.
 const inertHtml = fc
@@ -140,7 +232,10 @@ t.test('property: HTML without rewritable tags comes back byte-for-byte (D3.5)',
 
 t.test('property: the splice into the JSON text gives what the string rewrite gives', async (t) => {
   fc.assert(
-    fc.property(anyHtml, (html) => JSON.parse(rewriteJsonText(Buffer.from(JSON.stringify(html)), P).toString('utf8')) === tokenized(html)),
+    fc.property(
+      anyHtml,
+      (html) => JSON.parse(rewriteJsonText(Buffer.from(JSON.stringify(html)), P).toString('utf8')) === tokenized(html),
+    ),
     { numRuns: 1000 },
   );
   t.pass();
@@ -160,7 +255,11 @@ t.test('property: mayNeedRewrite has no false negatives', async (t) => {
 
 t.test('property: a document fed in pieces of any sizes is rewritten as when fed whole', async (t) => {
   fc.assert(
-    fc.property(anyHtml, fc.integer({ min: 0, max: 2 ** 30 }), (html, seed) => tokenizedInPieces(html, seed) === tokenized(html)),
+    fc.property(
+      anyHtml,
+      fc.integer({ min: 0, max: 2 ** 30 }),
+      (html, seed) => tokenizedInPieces(html, seed) === tokenized(html),
+    ),
     { numRuns: 1500 },
   );
   t.pass();
@@ -177,23 +276,29 @@ t.test('property: rewriting is idempotent (D3.2)', async (t) => {
   t.pass();
 });
 
-t.test('property: every value the rewriter changes resolves inside the prefix, as parsed by a browser (D3.7)', async (t) => {
-  const inside = (u: string): boolean => !isRelativeUrl(u) || new URL(u, 'http://h/').pathname.startsWith(P);
-  const urls = (name: string, v: string): string[] => {
-    const out: string[] = [];
-    if (name === 'srcset') mapSrcsetUrls(v, (u) => (out.push(u), u));
-    return name === 'srcset' ? out : [v];
-  };
-  fc.assert(
-    fc.property(anyHtml, (html) => {
-      const before = parsedAttrs(html).flat();
-      const after = parsedAttrs(tokenized(html)).flat();
-      return before.length === after.length && after.every(([name, v], k) => v === before[k]![1] || urls(name, v).every(inside));
-    }),
-    { numRuns: 1000 },
-  );
-  t.pass();
-});
+t.test(
+  'property: every value the rewriter changes resolves inside the prefix, as parsed by a browser (D3.7)',
+  async (t) => {
+    const inside = (u: string): boolean => !isRelativeUrl(u) || new URL(u, 'http://h/').pathname.startsWith(P);
+    const urls = (name: string, v: string): string[] => {
+      const out: string[] = [];
+      if (name === 'srcset') mapSrcsetUrls(v, (u) => (out.push(u), u));
+      return name === 'srcset' ? out : [v];
+    };
+    fc.assert(
+      fc.property(anyHtml, (html) => {
+        const before = parsedAttrs(html).flat();
+        const after = parsedAttrs(tokenized(html)).flat();
+        return (
+          before.length === after.length &&
+          after.every(([name, v], k) => v === before[k]![1] || urls(name, v).every(inside))
+        );
+      }),
+      { numRuns: 1000 },
+    );
+    t.pass();
+  },
+);
 
 t.test('offsets stay right past parse5 dropping its parsed buffer (64 KiB waterline)', async (t) => {
   const big = 'x'.repeat(70_000);
@@ -212,20 +317,65 @@ const AWKWARD = urlTransformRules(awkward);
 
 const transformCases: [string, UrlRewriteRules, string, string][] = [
   ['url value', RESOLVE, '<p><img src="a.png" alt="a.png"></p>', '<p><img src="/r/a.png" alt="a.png"></p>'],
-  ['every srcset candidate', RESOLVE, '<img srcset="a.png 1x, https://x.example/b.png 2x,c.png 3x">', '<img srcset="/r/a.png 1x, https://x.example/b.png 2x,/r/c.png 3x">'],
-  ['srcset data: comma and descriptor parentheses', RESOLVE, '<img srcset="data:image/png;base64,AA 1x, a.png (a, b) 2x">', '<img srcset="data:image/png;base64,AA 1x, /r/a.png (a, b) 2x">'],
-  ['CRLF between srcset candidates kept', RESOLVE, '<img srcset="a.png 1x,\r\n  b.png 2x">', '<img srcset="/r/a.png 1x,\r\n  /r/b.png 2x">'],
-  ['entities in srcset decoded, result re-encoded', RESOLVE, '<img srcset="a&amp;b.png 1x, &#99;.png 2x">', '<img srcset="/r/a&amp;b.png 1x, /r/c.png 2x">'],
+  [
+    'every srcset candidate',
+    RESOLVE,
+    '<img srcset="a.png 1x, https://x.example/b.png 2x,c.png 3x">',
+    '<img srcset="/r/a.png 1x, https://x.example/b.png 2x,/r/c.png 3x">',
+  ],
+  [
+    'srcset data: comma and descriptor parentheses',
+    RESOLVE,
+    '<img srcset="data:image/png;base64,AA 1x, a.png (a, b) 2x">',
+    '<img srcset="data:image/png;base64,AA 1x, /r/a.png (a, b) 2x">',
+  ],
+  [
+    'CRLF between srcset candidates kept',
+    RESOLVE,
+    '<img srcset="a.png 1x,\r\n  b.png 2x">',
+    '<img srcset="/r/a.png 1x,\r\n  /r/b.png 2x">',
+  ],
+  [
+    'entities in srcset decoded, result re-encoded',
+    RESOLVE,
+    '<img srcset="a&amp;b.png 1x, &#99;.png 2x">',
+    '<img srcset="/r/a&amp;b.png 1x, /r/c.png 2x">',
+  ],
   ['entity in single-quoted value', RESOLVE, "<img src='it&#39;s.png'>", "<img src='/r/it&#39;s.png'>"],
   ['entity-encoded white space in unquoted value', RESOLVE, '<img src=&#97;&#32;b.png>', '<img src=/r/a&#32;b.png>'],
-  ['bare & is escaped once the value changes', RESOLVE, '<img src="a.png?x=1&y=2">', '<img src="/r/a.png?x=1&amp;y=2">'],
-  ['entity-encoded scheme still absolute', RESOLVE, '<img src="&#104;ttp://x.example/a.png">', '<img src="&#104;ttp://x.example/a.png">'],
-  ['a gated by download', RESOLVE, '<a href="doc">d</a><a href=f.pdf download>f</a>', '<a href="doc">d</a><a href=/r/f.pdf download>f</a>'],
-  ['foreign and raw-text content untouched', RESOLVE, '<svg><video src=v.mp4></video></svg><!--<img src=a.png>--><script><img src=a.png></script>', '<svg><video src=v.mp4></video></svg><!--<img src=a.png>--><script><img src=a.png></script>'],
+  [
+    'bare & is escaped once the value changes',
+    RESOLVE,
+    '<img src="a.png?x=1&y=2">',
+    '<img src="/r/a.png?x=1&amp;y=2">',
+  ],
+  [
+    'entity-encoded scheme still absolute',
+    RESOLVE,
+    '<img src="&#104;ttp://x.example/a.png">',
+    '<img src="&#104;ttp://x.example/a.png">',
+  ],
+  [
+    'a gated by download',
+    RESOLVE,
+    '<a href="doc">d</a><a href=f.pdf download>f</a>',
+    '<a href="doc">d</a><a href=/r/f.pdf download>f</a>',
+  ],
+  [
+    'foreign and raw-text content untouched',
+    RESOLVE,
+    '<svg><video src=v.mp4></video></svg><!--<img src=a.png>--><script><img src=a.png></script>',
+    '<svg><video src=v.mp4></video></svg><!--<img src=a.png>--><script><img src=a.png></script>',
+  ],
   ['duplicate attribute: first wins', RESOLVE, '<img src=a.png src=b.png>', '<img src=/r/a.png src=b.png>'],
   ['double-quoted: & and " escaped', AWKWARD, '<img src="a.png">', `<img src="/R&amp;D &quot;q&quot; 'x'/a.png">`],
   ["single-quoted: & and ' escaped", AWKWARD, "<img src='a.png'>", `<img src='/R&amp;D "q" &#39;x&#39;/a.png'>`],
-  ['unquoted: quotes and white space escaped too', AWKWARD, '<img src=a.png alt=x>', '<img src=/R&amp;D&#32;&quot;q&quot;&#32;&#39;x&#39;/a.png alt=x>'],
+  [
+    'unquoted: quotes and white space escaped too',
+    AWKWARD,
+    '<img src=a.png alt=x>',
+    '<img src=/R&amp;D&#32;&quot;q&quot;&#32;&#39;x&#39;/a.png alt=x>',
+  ],
 ];
 
 for (const [name, rules, input, expected] of transformCases) {
@@ -243,7 +393,25 @@ t.test('rewrittenCount counts changed attribute values', async (t) => {
 });
 
 t.test('property: mapSrcsetUrls splits candidates as rewriteSrcset does', async (t) => {
-  const piece = fc.constantFrom('a.png', './b.png', '/media/c.png', 'http://x/d', 'data:x,y', '#f', ' ', '\t', '\n', ',', ',,', '1x', '480w', '(', ')', '(a, b)', '&');
+  const piece = fc.constantFrom(
+    'a.png',
+    './b.png',
+    '/media/c.png',
+    'http://x/d',
+    'data:x,y',
+    '#f',
+    ' ',
+    '\t',
+    '\n',
+    ',',
+    ',,',
+    '1x',
+    '480w',
+    '(',
+    ')',
+    '(a, b)',
+    '&',
+  );
   fc.assert(
     fc.property(fc.array(piece, { maxLength: 20 }), (a) => {
       const v = a.join('');

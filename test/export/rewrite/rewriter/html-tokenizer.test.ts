@@ -53,22 +53,95 @@ function cut(html: string, at: number[]): string[] {
   return pieces;
 }
 
-const name = fc.constantFrom('a', 'img', 'p', 'div', 'h1', 'td', 'my-el', 'svg', 'math', 'title', 'textarea', 'script', 'style', 'br', 'A', 'Img', 'x1');
-const attrName = fc.constantFrom('href', 'src', 'class', 'data-x', 'xlink:href', 'a_b', 'a.b', 'download', 'HREF', 'src', 'é', '"', '<');
-const valueChar = fc.constantFrom('a', 'b', '/', ' ', '\t', '=', '>', '<', '"', "'", '&', '&amp;', '&#65;', '\n', '\r\n', '\r', '\0', '\u{1f600}', '\ud800', 'é', '\f', '\x01');
+const name = fc.constantFrom(
+  'a',
+  'img',
+  'p',
+  'div',
+  'h1',
+  'td',
+  'my-el',
+  'svg',
+  'math',
+  'title',
+  'textarea',
+  'script',
+  'style',
+  'br',
+  'A',
+  'Img',
+  'x1',
+);
+const attrName = fc.constantFrom(
+  'href',
+  'src',
+  'class',
+  'data-x',
+  'xlink:href',
+  'a_b',
+  'a.b',
+  'download',
+  'HREF',
+  'src',
+  'é',
+  '"',
+  '<',
+);
+const valueChar = fc.constantFrom(
+  'a',
+  'b',
+  '/',
+  ' ',
+  '\t',
+  '=',
+  '>',
+  '<',
+  '"',
+  "'",
+  '&',
+  '&amp;',
+  '&#65;',
+  '\n',
+  '\r\n',
+  '\r',
+  '\0',
+  '\u{1f600}',
+  '\ud800',
+  'é',
+  '\f',
+  '\x01',
+);
 const value = fc.array(valueChar, { maxLength: 20 }).map((cs) => cs.join(''));
 const space = fc.constantFrom(' ', '  ', '\t', '\n', '\f', '');
 const attr = fc
   .tuple(space, attrName, fc.constantFrom('', '="', "='", '=', ' = "'), value)
-  .map(([s, n, eq, v]) => (eq === '' ? `${s}${n}` : `${s}${n}${eq}${v}${eq.endsWith('"') ? '"' : eq.endsWith("'") ? "'" : ' '}`));
+  .map(([s, n, eq, v]) =>
+    eq === '' ? `${s}${n}` : `${s}${n}${eq}${v}${eq.endsWith('"') ? '"' : eq.endsWith("'") ? "'" : ' '}`,
+  );
 const startTag = fc
   .tuple(name, fc.array(attr, { maxLength: 5 }), space, fc.constantFrom('>', '/>', ' />', '/ >', ''))
   .map(([n, as, s, end]) => `<${n}${as.join('')}${s}${end}`);
 const endTag = fc.tuple(name, space, fc.constantFrom('>', '/>', ' x>', '')).map(([n, s, end]) => `</${n}${s}${end}`);
-const other = fc.constantFrom('text', ' ', '\n', '\r\n', '&amp;', '<!-- c -->', '<!doctype html>', '<', '</', '< p>', '<![CDATA[x]]>', '</>', 'é', '\u{1f600}', '\0');
+const other = fc.constantFrom(
+  'text',
+  ' ',
+  '\n',
+  '\r\n',
+  '&amp;',
+  '<!-- c -->',
+  '<!doctype html>',
+  '<',
+  '</',
+  '< p>',
+  '<![CDATA[x]]>',
+  '</>',
+  'é',
+  '\u{1f600}',
+  '\0',
+);
 const html = fc.array(fc.oneof(startTag, startTag, endTag, other), { maxLength: 30 }).map((ps) => ps.join(''));
 
-t.test('every tag token, its locations and the state after it are parse5\'s own, whole and in pieces', async (t) => {
+t.test("every tag token, its locations and the state after it are parse5's own, whole and in pieces", async (t) => {
   fc.assert(
     fc.property(html, fc.array(fc.nat(), { maxLength: 6 }), (doc, at) => {
       t.same(ours([doc]), reference([doc]), JSON.stringify(doc));
@@ -105,7 +178,12 @@ t.test('cases at the edges of a plain tag', async (t) => {
   ];
   for (const c of cases) {
     t.same(ours([c]), reference([c]), JSON.stringify(c));
-    for (let i = 1; i < c.length; i++) t.same(ours([c.slice(0, i), c.slice(i)]), reference([c.slice(0, i), c.slice(i)]), `${JSON.stringify(c)} cut at ${i}`);
+    for (let i = 1; i < c.length; i++)
+      t.same(
+        ours([c.slice(0, i), c.slice(i)]),
+        reference([c.slice(0, i), c.slice(i)]),
+        `${JSON.stringify(c)} cut at ${i}`,
+      );
   }
 });
 
@@ -124,7 +202,11 @@ t.test('a plain tag skips the per-character states; any other goes through them'
     sax.tokenize(doc, true);
     return calls;
   };
-  t.equal(perCharacter('<a href="x.png" class="y z">text</a><img src=\'a\' alt/>'), 0, 'plain start and end tags in one step each');
+  t.equal(
+    perCharacter('<a href="x.png" class="y z">text</a><img src=\'a\' alt/>'),
+    0,
+    'plain start and end tags in one step each',
+  );
   t.ok(perCharacter('<a HREF="x.png">') > 0, 'an upper-case attribute name is left to parse5');
   t.ok(perCharacter('<a href="x&amp;y">') > 0, 'a reference in a value is left to parse5');
 });

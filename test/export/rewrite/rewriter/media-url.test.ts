@@ -16,7 +16,19 @@ t.test('normalizeMediaPrefix collapses trailing slashes to one (D3.1)', async (t
 });
 
 t.test('normalizeMediaPrefix rejects values unsafe to splice into HTML (D3.1)', async (t) => {
-  for (const bad of ['', ' /media/', '/me dia/', '/media/\n', '/m"/', "/m'/", '/m</', '/m>/', '/m&amp;/', '/m`/', '/m\t/']) {
+  for (const bad of [
+    '',
+    ' /media/',
+    '/me dia/',
+    '/media/\n',
+    '/m"/',
+    "/m'/",
+    '/m</',
+    '/m>/',
+    '/m&amp;/',
+    '/m`/',
+    '/m\t/',
+  ]) {
     t.throws(() => normalizeMediaPrefix(bad), JSON.stringify(bad));
   }
 });
@@ -25,10 +37,39 @@ t.test('normalizeMediaPrefix rejects values unsafe to splice into HTML (D3.1)', 
 const isRelativeUrl = (u: string): boolean => rewriteMediaUrl(u, '/never-a-prefix-of-these/') !== u;
 
 t.test('relative URLs (D3.2)', async (t) => {
-  const relative = ['a.png', './a.png', '/a.png', '../a.png', '?q=1', ' a.png ', '1x:y', 'a_b:c', 'a b', '\\\\host/a', 'media/a.png', '/media/a.png', '.', '/'];
+  const relative = [
+    'a.png',
+    './a.png',
+    '/a.png',
+    '../a.png',
+    '?q=1',
+    ' a.png ',
+    '1x:y',
+    'a_b:c',
+    'a b',
+    '\\\\host/a',
+    'media/a.png',
+    '/media/a.png',
+    '.',
+    '/',
+  ];
   const notRelative = [
-    '', ' ', '\t\n\f\r ', 'http://x/a.png', 'HTTPS://x', 'data:image/png,x', 'blob:https://x/1', 'mailto:a@b',
-    '//cdn/a.png', ' //cdn/a.png', '#frag', ' #frag', 'javascript:x', 'web+x.y-z:abc', 'a:', 'Z9+.-:x',
+    '',
+    ' ',
+    '\t\n\f\r ',
+    'http://x/a.png',
+    'HTTPS://x',
+    'data:image/png,x',
+    'blob:https://x/1',
+    'mailto:a@b',
+    '//cdn/a.png',
+    ' //cdn/a.png',
+    '#frag',
+    ' #frag',
+    'javascript:x',
+    'web+x.y-z:abc',
+    'a:',
+    'Z9+.-:x',
   ];
   for (const u of relative) t.equal(isRelativeUrl(u), true, `relative: ${JSON.stringify(u)}`);
   for (const u of notRelative) t.equal(isRelativeUrl(u), false, `not relative: ${JSON.stringify(u)}`);
@@ -50,7 +91,19 @@ t.test('rewriteMediaUrl (D3.1, D3.2, D3.6)', async (t) => {
     ['./', '/media/'],
   ];
   for (const [u, want] of cases) t.equal(rewriteMediaUrl(u, P), want, JSON.stringify(u));
-  for (const u of ['', '   ', 'http://x/a.png', 'data:x', 'blob:x', 'mailto:x', '//x/a', '#f', '/media/a.png', ' /media/a.png ', '/media/']) {
+  for (const u of [
+    '',
+    '   ',
+    'http://x/a.png',
+    'data:x',
+    'blob:x',
+    'mailto:x',
+    '//x/a',
+    '#f',
+    '/media/a.png',
+    ' /media/a.png ',
+    '/media/',
+  ]) {
     t.equal(rewriteMediaUrl(u, P), u, `untouched: ${JSON.stringify(u)}`);
   }
   t.equal(rewriteMediaUrl('a.png', 'https://cdn.example/m/'), 'https://cdn.example/m/a.png');
@@ -103,19 +156,58 @@ t.test('a value that already carries the prefix is normalised only when it could
     ['/media/./a.png', '/media/a.png'],
   ];
   for (const [u, want] of cases) t.equal(rewriteMediaUrl(u, P), want, JSON.stringify(u));
-  for (const u of ['/media/a.png', ' /media/a.png ', '/media//a.png', '/media/a..b/c.png', '/media/a.png?x=../..', '/media/a%2eb.png']) {
+  for (const u of [
+    '/media/a.png',
+    ' /media/a.png ',
+    '/media//a.png',
+    '/media/a..b/c.png',
+    '/media/a.png?x=../..',
+    '/media/a%2eb.png',
+  ]) {
     t.equal(rewriteMediaUrl(u, P), u, `left as it is: ${JSON.stringify(u)}`);
   }
   const cdn = 'https://cdn.example/m/';
   t.equal(rewriteMediaUrl('../x.png', cdn), 'https://cdn.example/m/x.png', 'an absolute prefix confines too');
   const absolute = 'https://cdn.example/m/../x.png';
-  t.equal(rewriteMediaUrl(absolute, cdn), absolute, 'an absolute URL is never rewritten, even under an absolute prefix (D3.2)');
+  t.equal(
+    rewriteMediaUrl(absolute, cdn),
+    absolute,
+    'an absolute URL is never rewritten, even under an absolute prefix (D3.2)',
+  );
 });
 
 t.test('property: a rewritten URL resolves inside the prefix and rewriting is idempotent (D3.7)', async (t) => {
   // Characters that make dot segments, separators, encodings and what URL parsers strip
   // (tab and newlines anywhere, C0 controls and spaces at the end).
-  const tricky = fc.constantFrom('.', '.', '/', '\\', '%', '2', 'e', 'E', '%2e', '%2E', '..', '?', '#', '\t', '\n', '\r', '\f', ' ', 'a', 'm', 'media', ':', '\u00a0', '\0', '\x01', '\x1f', '😀');
+  const tricky = fc.constantFrom(
+    '.',
+    '.',
+    '/',
+    '\\',
+    '%',
+    '2',
+    'e',
+    'E',
+    '%2e',
+    '%2E',
+    '..',
+    '?',
+    '#',
+    '\t',
+    '\n',
+    '\r',
+    '\f',
+    ' ',
+    'a',
+    'm',
+    'media',
+    ':',
+    '\u00a0',
+    '\0',
+    '\x01',
+    '\x1f',
+    '😀',
+  );
   const u = fc.oneof(
     fc.array(tricky, { maxLength: 16 }).map((a) => a.join('')),
     fc.array(tricky, { maxLength: 12 }).map((a) => P + a.join('')),
@@ -153,7 +245,29 @@ t.test('rewriteSrcset (D3.3)', async (t) => {
 });
 
 t.test('properties', async (t) => {
-  const urlChars = fc.constantFrom('a', 'B', '.', '/', ':', '#', ' ', '\t', '\n', '+', '-', '1', '?', '=', '&', 'é', '😀', 'm', 'e', 'd', 'i');
+  const urlChars = fc.constantFrom(
+    'a',
+    'B',
+    '.',
+    '/',
+    ':',
+    '#',
+    ' ',
+    '\t',
+    '\n',
+    '+',
+    '-',
+    '1',
+    '?',
+    '=',
+    '&',
+    'é',
+    '😀',
+    'm',
+    'e',
+    'd',
+    'i',
+  );
   const url = fc.oneof(
     fc.array(urlChars, { maxLength: 12 }).map((a) => a.join('')),
     fc.constantFrom('http://x/a.png', '/media/a', 'media/a', './/a', 'data:,x', '//x/y'),
@@ -171,7 +285,14 @@ t.test('properties', async (t) => {
   // A srcset of candidates that need no rewrite comes back unchanged.
   fc.assert(
     fc.property(
-      fc.array(fc.tuple(fc.constantFrom('http://x/a.png', '/media/b.png', '#f', 'data:x,y'), fc.constantFrom('', ' 1x', ' 480w', ' (a, b) 2x'), fc.constantFrom(',', ', ', ' ,\n')), { maxLength: 5 }),
+      fc.array(
+        fc.tuple(
+          fc.constantFrom('http://x/a.png', '/media/b.png', '#f', 'data:x,y'),
+          fc.constantFrom('', ' 1x', ' 480w', ' (a, b) 2x'),
+          fc.constantFrom(',', ', ', ' ,\n'),
+        ),
+        { maxLength: 5 },
+      ),
       (cands) => {
         const v = cands.map(([u, d, sep]) => u + d + sep).join('');
         return rewriteSrcset(v, P) === v;
@@ -180,11 +301,14 @@ t.test('properties', async (t) => {
   );
   // Removing the prefix from every rewritten srcset leaves the non-URL bytes intact.
   fc.assert(
-    fc.property(fc.array(fc.constantFrom('a.png', ' ', ',', '1x', '(', ')', 'x,y', '\t', 'b'), { maxLength: 12 }), (parts) => {
-      const v = parts.join('');
-      const r = rewriteSrcset(v, P);
-      return rewriteSrcset(r, P) === r;
-    }),
+    fc.property(
+      fc.array(fc.constantFrom('a.png', ' ', ',', '1x', '(', ')', 'x,y', '\t', 'b'), { maxLength: 12 }),
+      (parts) => {
+        const v = parts.join('');
+        const r = rewriteSrcset(v, P);
+        return rewriteSrcset(r, P) === r;
+      },
+    ),
   );
   t.pass('properties hold');
 });

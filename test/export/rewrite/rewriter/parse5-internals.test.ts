@@ -41,52 +41,72 @@ t.test('parse5 and parse5-sax-parser are pinned to the exact versions installed'
   }
 });
 
-t.test("the tokenizer's states, token methods, preprocessor and foreign-content flag exist with the shapes relied on", async (t) => {
-  const plain = new SAXParser({ sourceCodeLocationInfo: true });
-  const tz = (plain as unknown as { tokenizer: TokenizerInternals }).tokenizer;
-  t.type(tz._stateData, 'function', 'Tokenizer._stateData: the data state, replaced by the fast path');
-  t.type(tz.inForeignNode, 'boolean', 'Tokenizer.inForeignNode');
-  t.type(tz.preprocessor?.pos, 'number', 'Preprocessor.pos');
-  t.type(tz.preprocessor?.isEol, 'boolean', 'Preprocessor.isEol');
-  tz.write('<p>x', false);
-  t.equal(tz.preprocessor?.html, '<p>x', 'Preprocessor.html holds the input written');
+t.test(
+  "the tokenizer's states, token methods, preprocessor and foreign-content flag exist with the shapes relied on",
+  async (t) => {
+    const plain = new SAXParser({ sourceCodeLocationInfo: true });
+    const tz = (plain as unknown as { tokenizer: TokenizerInternals }).tokenizer;
+    t.type(tz._stateData, 'function', 'Tokenizer._stateData: the data state, replaced by the fast path');
+    t.type(tz.inForeignNode, 'boolean', 'Tokenizer.inForeignNode');
+    t.type(tz.preprocessor?.pos, 'number', 'Preprocessor.pos');
+    t.type(tz.preprocessor?.isEol, 'boolean', 'Preprocessor.isEol');
+    tz.write('<p>x', false);
+    t.equal(tz.preprocessor?.html, '<p>x', 'Preprocessor.html holds the input written');
 
-  t.equal(tz.state, 0, 'Tokenizer.state: 0 is the data state');
-  for (const method of ['_stateTagOpen', '_stateEndTagOpen', '_createStartTagToken', '_createEndTagToken', 'emitCurrentTagToken', 'getCurrentLocation'] as const) {
-    t.type(tz[method], 'function', `Tokenizer.${method}: what the plain-tag fast path calls or replaces`);
-  }
-  t.ok('currentToken' in tz, 'Tokenizer.currentToken');
-  for (const field of ['line', 'col', 'offset'] as const) t.type(tz.preprocessor?.[field], 'number', `Preprocessor.${field}`);
+    t.equal(tz.state, 0, 'Tokenizer.state: 0 is the data state');
+    for (const method of [
+      '_stateTagOpen',
+      '_stateEndTagOpen',
+      '_createStartTagToken',
+      '_createEndTagToken',
+      'emitCurrentTagToken',
+      'getCurrentLocation',
+    ] as const) {
+      t.type(tz[method], 'function', `Tokenizer.${method}: what the plain-tag fast path calls or replaces`);
+    }
+    t.ok('currentToken' in tz, 'Tokenizer.currentToken');
+    for (const field of ['line', 'col', 'offset'] as const)
+      t.type(tz.preprocessor?.[field], 'number', `Preprocessor.${field}`);
 
-  const ours = new SyncSaxParser(() => {});
-  const patched = (ours as unknown as { tokenizer: TokenizerInternals }).tokenizer;
-  t.not(patched._stateData, tz._stateData, 'SyncSaxParser installs its data-state fast path');
-  t.not(patched._stateTagOpen, tz._stateTagOpen, 'SyncSaxParser installs its start-tag fast path');
-  t.not(patched._stateEndTagOpen, tz._stateEndTagOpen, 'SyncSaxParser installs its end-tag fast path');
-});
+    const ours = new SyncSaxParser(() => {});
+    const patched = (ours as unknown as { tokenizer: TokenizerInternals }).tokenizer;
+    t.not(patched._stateData, tz._stateData, 'SyncSaxParser installs its data-state fast path');
+    t.not(patched._stateTagOpen, tz._stateTagOpen, 'SyncSaxParser installs its start-tag fast path');
+    t.not(patched._stateEndTagOpen, tz._stateEndTagOpen, 'SyncSaxParser installs its end-tag fast path');
+  },
+);
 
-t.test('what the rewriter gets from the tokenizer: start tags with attribute offsets, foreign content flagged, synchronously', async (t) => {
-  const html = 'text <b>bold</b><img src="a.png" alt=x><svg><image href=s.png></image></svg><img src=b.png>&amp; end';
-  const seen: { name: string; foreign: boolean; src?: [number, number] }[] = [];
-  const sax = new SyncSaxParser((tag: StartTag, foreign) => {
-    const loc = (tag.sourceCodeLocation as { attrs?: Record<string, { startOffset: number; endOffset: number }> } | null)?.attrs;
-    const src = loc?.src;
-    seen.push({ name: tag.tagName, foreign, ...(src ? { src: [src.startOffset, src.endOffset] as [number, number] } : {}) });
-  });
-  sax.tokenize(html, true);
-  t.same(
-    seen.map((s) => [s.name, s.foreign]),
-    [
-      ['b', false],
-      ['img', false],
-      ['svg', true],
-      ['image', true],
-      ['img', false],
-    ],
-    'every start tag, in order, before feed returns; <svg> and what it holds flagged foreign',
-  );
-  const first = seen.find((s) => s.name === 'img')!;
-  t.equal(html.slice(first.src![0], first.src![1]), 'src="a.png"', 'attribute offsets span name to closing quote');
-  const last = seen.filter((s) => s.name === 'img')[1]!;
-  t.equal(html.slice(last.src![0], last.src![1]), 'src=b.png', 'offsets stay exact after text the fast path skipped');
-});
+t.test(
+  'what the rewriter gets from the tokenizer: start tags with attribute offsets, foreign content flagged, synchronously',
+  async (t) => {
+    const html = 'text <b>bold</b><img src="a.png" alt=x><svg><image href=s.png></image></svg><img src=b.png>&amp; end';
+    const seen: { name: string; foreign: boolean; src?: [number, number] }[] = [];
+    const sax = new SyncSaxParser((tag: StartTag, foreign) => {
+      const loc = (
+        tag.sourceCodeLocation as { attrs?: Record<string, { startOffset: number; endOffset: number }> } | null
+      )?.attrs;
+      const src = loc?.src;
+      seen.push({
+        name: tag.tagName,
+        foreign,
+        ...(src ? { src: [src.startOffset, src.endOffset] as [number, number] } : {}),
+      });
+    });
+    sax.tokenize(html, true);
+    t.same(
+      seen.map((s) => [s.name, s.foreign]),
+      [
+        ['b', false],
+        ['img', false],
+        ['svg', true],
+        ['image', true],
+        ['img', false],
+      ],
+      'every start tag, in order, before feed returns; <svg> and what it holds flagged foreign',
+    );
+    const first = seen.find((s) => s.name === 'img')!;
+    t.equal(html.slice(first.src![0], first.src![1]), 'src="a.png"', 'attribute offsets span name to closing quote');
+    const last = seen.filter((s) => s.name === 'img')[1]!;
+    t.equal(html.slice(last.src![0], last.src![1]), 'src=b.png', 'offsets stay exact after text the fast path skipped');
+  },
+);

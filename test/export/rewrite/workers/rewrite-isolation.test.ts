@@ -18,8 +18,10 @@ const POISONED_DOCS = 60;
 const POISON_AT = 25;
 
 const orderKey = (i: number) => `a${String(i).padStart(4, '0')}`;
-const html = (book: string, i: number) => `<p>${book} ${i}${i === POISON_AT && book === 'poisoned' ? ' POISON-EXIT' : ''}</p><img src="img/${i}.png">`;
-const docs = (book: string, n: number) => Array.from({ length: n }, (_, i) => doc(`${book}-${i}`, orderKey(i), { contentHtml: html(book, i) }));
+const html = (book: string, i: number) =>
+  `<p>${book} ${i}${i === POISON_AT && book === 'poisoned' ? ' POISON-EXIT' : ''}</p><img src="img/${i}.png">`;
+const docs = (book: string, n: number) =>
+  Array.from({ length: n }, (_, i) => doc(`${book}-${i}`, orderKey(i), { contentHtml: html(book, i) }));
 
 t.test('a document that kills a rewrite worker fails its own export; a concurrent one completes', async (t) => {
   const db = await createTestDatabase(t);
@@ -33,8 +35,17 @@ t.test('a document that kills a rewrite worker fails its own export; a concurren
     },
   });
   // One worker: every batch of both exports goes through the worker the poison kills.
-  const env = { EXPORT_BATCH_SIZE: '10', REWRITE_OFFLOAD_BYTES: '0', EXPORT_CACHE_BYTES: '0', REWRITE_WORKERS: '1', LOG_LEVEL: 'warn' };
-  const server = await startServer(t, env, db, { workerUrl: new URL(`./fixtures/poison-worker.js`, import.meta.url), logger });
+  const env = {
+    EXPORT_BATCH_SIZE: '10',
+    REWRITE_OFFLOAD_BYTES: '0',
+    EXPORT_CACHE_BYTES: '0',
+    REWRITE_WORKERS: '1',
+    LOG_LEVEL: 'warn',
+  };
+  const server = await startServer(t, env, db, {
+    workerUrl: new URL(`./fixtures/poison-worker.js`, import.meta.url),
+    logger,
+  });
   const deaths = () =>
     lines
       .flatMap((l) => l.split('\n'))
@@ -42,7 +53,9 @@ t.test('a document that kills a rewrite worker fails its own export; a concurren
       .map((l) => JSON.parse(l) as Record<string, unknown>)
       .filter((l) => String(l.msg).startsWith('rewrite worker died'));
   const get = async (slug: string, user: string) => {
-    const res = await request(`${server.url}/api/v1/open/books/${slug}/docs`, { headers: { authorization: `Bearer kbx_${user}` } });
+    const res = await request(`${server.url}/api/v1/open/books/${slug}/docs`, {
+      headers: { authorization: `Bearer kbx_${user}` },
+    });
     const { bytes, error } = await drainBody(res.body);
     return { status: res.statusCode, text: bytes.toString('utf8'), error };
   };
@@ -56,25 +69,35 @@ t.test('a document that kills a rewrite worker fails its own export; a concurren
 
   t.equal(healthy.status, 200);
   t.equal(healthy.error, null, 'the other export ends cleanly');
-  const body = JSON.parse(healthy.text) as { documents: { id: string; contentHtml: string }[]; meta: { count: number } };
+  const body = JSON.parse(healthy.text) as {
+    documents: { id: string; contentHtml: string }[];
+    meta: { count: number };
+  };
   t.equal(body.meta.count, HEALTHY_DOCS, 'meta.count is all its documents');
   t.strictSame(
     body.documents.map((d) => d.id),
     Array.from({ length: HEALTHY_DOCS }, (_, i) => `healthy-${i}`),
     'every document, in order',
   );
-  const unrewritten = body.documents.filter((d, i) => d.contentHtml !== `<p>healthy ${i}</p><img src="/media/img/${i}.png">`);
+  const unrewritten = body.documents.filter(
+    (d, i) => d.contentHtml !== `<p>healthy ${i}</p><img src="/media/img/${i}.png">`,
+  );
   t.strictSame(unrewritten, [], 'every contentHtml rewritten by a worker (D3)');
 
   const died = deaths();
   t.equal(died.length, 1, 'one worker died, logged once');
   t.match(died[0], { reason: 'rewrite worker stopped (exit code 3)', failed: 1 });
-  t.ok((died[0]!.resent as number) >= 1, `batches of the other export queued behind the poison were sent again (${died[0]!.resent})`);
+  t.ok(
+    (died[0]!.resent as number) >= 1,
+    `batches of the other export queued behind the poison were sent again (${died[0]!.resent})`,
+  );
   // The replacement starts after its backoff (100 ms) and is counted then.
   let restarts = 0;
   for (let i = 0; i < 50 && restarts < 1; i++) {
     await new Promise((r) => setTimeout(r, 20));
-    restarts = (await server.app.metrics.registry.getSingleMetric('kb_export_rewrite_worker_restarts_total')!.get()).values[0]?.value ?? 0;
+    restarts =
+      (await server.app.metrics.registry.getSingleMetric('kb_export_rewrite_worker_restarts_total')!.get()).values[0]
+        ?.value ?? 0;
   }
   t.equal(restarts, 1, 'the worker was replaced');
 });

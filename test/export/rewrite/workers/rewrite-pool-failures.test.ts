@@ -63,35 +63,61 @@ for (const [marker, reason] of [
   ['POISON-EXIT', /^rewrite worker stopped \(exit code 3\)$/],
   ['POISON-THROW', /^rewrite worker failed: fixture: POISON-THROW$/],
 ] as const) {
-  t.test(`${marker}: the batch that kills its worker fails alone; those queued behind it are rewritten by another (D8.6)`, async (t) => {
-    const { pool, lines } = poisonPool(t, 2);
-    // Twelve batches on two workers: the poison is the second on its worker, several wait behind it.
-    const batches = Array.from({ length: 12 }, (_, i) => (i === 3 ? [json(`<p>${marker}</p><img src="p.png">`)] : batch(i)));
-    const results = await Promise.allSettled(batches.map((texts) => rewrittenByPool(pool, texts, PREFIX)));
-    results.forEach((r, i) => {
-      if (i === 3) t.match(r, { status: 'rejected', reason: { name: 'RewriteWorkerError', message: reason } }, 'the poison batch fails');
-      else t.same(r, { status: 'fulfilled', value: expected(batches[i]!) }, `batch ${i} rewritten`);
-    });
-    t.equal(lines.length, 1, 'one log line for the death');
-    t.match(lines[0], { level: 'warn', obj: { reason, failed: 1, restartInMs: 100 } });
-    t.ok((lines[0]!.obj.resent as number) > 0, `batches queued behind the poison were sent again (${lines[0]!.obj.resent})`);
-    await until(() => pool.restarts > 0, 'the dead worker is replaced');
-    t.equal(pool.restarts, 1, 'restarts counts the replacement');
-    const after = Array.from({ length: 4 }, (_, i) => batch(100 + i));
-    t.same(await Promise.all(after.map((texts) => rewrittenByPool(pool, texts, PREFIX))), after.map(expected), 'the pool works on');
-  });
+  t.test(
+    `${marker}: the batch that kills its worker fails alone; those queued behind it are rewritten by another (D8.6)`,
+    async (t) => {
+      const { pool, lines } = poisonPool(t, 2);
+      // Twelve batches on two workers: the poison is the second on its worker, several wait behind it.
+      const batches = Array.from({ length: 12 }, (_, i) =>
+        i === 3 ? [json(`<p>${marker}</p><img src="p.png">`)] : batch(i),
+      );
+      const results = await Promise.allSettled(batches.map((texts) => rewrittenByPool(pool, texts, PREFIX)));
+      results.forEach((r, i) => {
+        if (i === 3)
+          t.match(
+            r,
+            { status: 'rejected', reason: { name: 'RewriteWorkerError', message: reason } },
+            'the poison batch fails',
+          );
+        else t.same(r, { status: 'fulfilled', value: expected(batches[i]!) }, `batch ${i} rewritten`);
+      });
+      t.equal(lines.length, 1, 'one log line for the death');
+      t.match(lines[0], { level: 'warn', obj: { reason, failed: 1, restartInMs: 100 } });
+      t.ok(
+        (lines[0]!.obj.resent as number) > 0,
+        `batches queued behind the poison were sent again (${lines[0]!.obj.resent})`,
+      );
+      await until(() => pool.restarts > 0, 'the dead worker is replaced');
+      t.equal(pool.restarts, 1, 'restarts counts the replacement');
+      const after = Array.from({ length: 4 }, (_, i) => batch(100 + i));
+      t.same(
+        await Promise.all(after.map((texts) => rewrittenByPool(pool, texts, PREFIX))),
+        after.map(expected),
+        'the pool works on',
+      );
+    },
+  );
 }
 
 t.test('while its only worker is replaced, batches wait for the new one, at most maxQueued', async (t) => {
   const { pool } = poisonPool(t, 1, { maxQueued: 2 });
   const first = rewrittenByPool(pool, batch(0), PREFIX);
-  const poison = rewrittenByPool(pool, [json('<p>POISON-EXIT</p><img src="p.png">')], PREFIX).catch((err: unknown) => err);
+  const poison = rewrittenByPool(pool, [json('<p>POISON-EXIT</p><img src="p.png">')], PREFIX).catch(
+    (err: unknown) => err,
+  );
   const queued = [1, 2].map((i) => rewrittenByPool(pool, batch(i), PREFIX));
   t.same(await first, expected(batch(0)), 'the batch answered before the death');
   t.match(await poison, { name: 'RewriteWorkerError', message: /exit code 3/ });
   // Still within the 100 ms backoff: no worker runs, and the two batches sent again fill the queue.
-  await t.rejects(rewrittenByPool(pool, batch(3), PREFIX), { name: 'RewriteWorkerError', message: /2 batches already wait/ });
-  t.same(await Promise.all(queued), [expected(batch(1)), expected(batch(2))], 'the queued batches are rewritten by the replacement');
+  await t.rejects(rewrittenByPool(pool, batch(3), PREFIX), {
+    name: 'RewriteWorkerError',
+    message: /2 batches already wait/,
+  });
+  t.same(
+    await Promise.all(queued),
+    [expected(batch(1)), expected(batch(2))],
+    'the queued batches are rewritten by the replacement',
+  );
   t.equal(pool.restarts, 1);
 });
 
@@ -100,7 +126,10 @@ t.test('a batch is sent again at most twice: the third death in a row behind oth
   const poisons = [1, 2, 3].map((i) => rewrittenByPool(pool, [json(`<p>POISON-EXIT ${i}</p>`)], PREFIX));
   const innocent = rewrittenByPool(pool, batch(0), PREFIX);
   for (const p of poisons) await t.rejects(p, { name: 'RewriteWorkerError', message: /exit code 3/ });
-  await t.rejects(innocent, { name: 'RewriteWorkerError', message: /exit code 3\) \(the batch was already sent again 2 times\)$/ });
+  await t.rejects(innocent, {
+    name: 'RewriteWorkerError',
+    message: /exit code 3\) \(the batch was already sent again 2 times\)$/,
+  });
   t.same(
     lines.map((l) => l.obj.restartInMs),
     [100, 200, 400],
@@ -121,7 +150,10 @@ t.test('a hung batch times out from when its worker starts it; the others go to 
   const headSince = Date.now();
   // The floor, and a millisecond for the batch's few bytes.
   const timeoutMs = jobTimeoutMs + Math.ceil((hang.length * 1000) / SLOWEST_PLANNING_BYTES_PER_S);
-  t.match(await hung, { name: 'RewriteWorkerError', message: `rewrite worker took longer than ${timeoutMs} ms over one batch` });
+  t.match(await hung, {
+    name: 'RewriteWorkerError',
+    message: `rewrite worker took longer than ${timeoutMs} ms over one batch`,
+  });
   const waited = Date.now() - headSince;
   t.ok(waited >= timeoutMs - 20 && waited < timeoutMs + 5000, `rejected ${waited} ms after it reached the head`);
   t.same(await Promise.all(behind), [expected(batch(3)), expected(batch(4))], 'the batches behind it are rewritten');
@@ -136,8 +168,16 @@ t.test('a batch may take longer than REWRITE_TIMEOUT_MS by its bytes at the slow
   // more of text grant 4 s more.
   const small = rewrittenByPool(pool, [json('<p>SLOW-WORK</p><img src="s.png">')], PREFIX).catch((err: unknown) => err);
   const large = [json(`<p>SLOW-WORK</p><img src="s.png"><p>${'x'.repeat(4 * 1024 * 1024)}</p>`)];
-  t.match(await small, { name: 'RewriteWorkerError', message: /^rewrite worker took longer than 301 ms over one batch$/ }, 'a small batch gets the floor');
-  t.same(await rewrittenByPool(pool, large, PREFIX), expected(large), 'a batch of 4 MiB is given 4 s more, and planned');
+  t.match(
+    await small,
+    { name: 'RewriteWorkerError', message: /^rewrite worker took longer than 301 ms over one batch$/ },
+    'a small batch gets the floor',
+  );
+  t.same(
+    await rewrittenByPool(pool, large, PREFIX),
+    expected(large),
+    'a batch of 4 MiB is given 4 s more, and planned',
+  );
   t.match(lines, [{ level: 'warn', obj: { reason: /took longer/, failed: 1 } }]);
 });
 
@@ -172,11 +212,17 @@ t.test('a worker that fails at load is retried with a growing backoff, logged, a
   await until(() => created.length >= 4, 'three replacements were created', 60_000);
   await pool.close();
   const gaps = [0, 1, 2].map((i) => created[i + 1]! - exited[i]!);
-  [100, 200, 400].forEach((backoff, i) => t.ok(gaps[i]! >= backoff - 10, `replacement ${i + 1} created ${gaps[i]} ms after the exit (backoff ${backoff})`));
+  [100, 200, 400].forEach((backoff, i) =>
+    t.ok(gaps[i]! >= backoff - 10, `replacement ${i + 1} created ${gaps[i]} ms after the exit (backoff ${backoff})`),
+  );
   t.equal(pool.restarts, created.length - 1, 'restarts counts every replacement');
   t.ok(lines.length >= 3, 'every failure is logged');
   lines.forEach((line, i) =>
-    t.match(line, { level: 'error', msg: 'rewrite worker failed to start', obj: { reason: /cannot load/, restartInMs: 100 * 2 ** i } }),
+    t.match(line, {
+      level: 'error',
+      msg: 'rewrite worker failed to start',
+      obj: { reason: /cannot load/, restartInMs: 100 * 2 ** i },
+    }),
   );
   const spawned = created.length;
   await sleep(1000);

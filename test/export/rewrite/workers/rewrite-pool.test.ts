@@ -45,9 +45,13 @@ t.test('texts come back rewritten exactly as on the event loop, unchanged ones a
 
 t.test('concurrent batches on two workers each get their own reply, in order', async (t) => {
   const batches = Array.from({ length: 40 }, (_, b) =>
-    Array.from({ length: 1 + (b % 7) }, (_, i) => json(`<p>${b}-${i}</p>${'<b>x</b>'.repeat((b * 31 + i) % 500)}<img src="i${b}-${i}.png">`)),
+    Array.from({ length: 1 + (b % 7) }, (_, i) =>
+      json(`<p>${b}-${i}</p>${'<b>x</b>'.repeat((b * 31 + i) % 500)}<img src="i${b}-${i}.png">`),
+    ),
   );
-  const results = await Promise.all(batches.map((texts) => rewrittenByPool(twoWorkers, texts, `/m${batches.indexOf(texts)}/`)));
+  const results = await Promise.all(
+    batches.map((texts) => rewrittenByPool(twoWorkers, texts, `/m${batches.indexOf(texts)}/`)),
+  );
   results.forEach((out, b) => {
     t.equal(out.length, batches[b]!.length);
     out.forEach((o, i) => t.ok(o.toString().includes(`src=\\"/m${b}/i${b}-${i}.png\\"`), `batch ${b} text ${i}`));
@@ -62,10 +66,18 @@ function exitingPool(): RewritePool {
 t.test('a worker that stops fails the batch it held; a fresh worker takes the next', async (t) => {
   const pool = exitingPool();
   t.teardown(() => pool.close());
-  t.same(await rewrittenByPool(pool, [TEXTS[0]!], PREFIX), [rewriteJsonText(TEXTS[0]!, PREFIX)], 'first batch answered');
+  t.same(
+    await rewrittenByPool(pool, [TEXTS[0]!], PREFIX),
+    [rewriteJsonText(TEXTS[0]!, PREFIX)],
+    'first batch answered',
+  );
   await t.rejects(rewrittenByPool(pool, [TEXTS[2]!], PREFIX), { name: 'RewriteWorkerError', message: /exit code 7/ });
   // Were the dead worker kept, this batch would never be answered and the test would time out.
-  t.same(await rewrittenByPool(pool, [TEXTS[3]!], PREFIX), [rewriteJsonText(TEXTS[3]!, PREFIX)], 'the replacement answers');
+  t.same(
+    await rewrittenByPool(pool, [TEXTS[3]!], PREFIX),
+    [rewriteJsonText(TEXTS[3]!, PREFIX)],
+    'the replacement answers',
+  );
 });
 
 t.test('a text the worker cannot decode fails its batch with the reason; the worker lives on', async (t) => {
