@@ -12,20 +12,19 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import type { Sql } from '../db/connect.js';
 import { asDatabaseOutage } from '../db/dependency.js';
-import type { FallbackReason, ReplicaSet } from '../db/replica/replica-set.js';
+import type { ReplicaSet } from '../db/replica/replica-set.js';
 import { inTransaction } from '../db/transaction.js';
-import { ApiError, ClientGoneError, DependencyError } from '../errors.js';
+import { ApiError, ClientGoneError } from '../errors.js';
 import { ExportAdmission } from './admission/admission.js';
 import { FleetAdmission, type Admitted } from './admission/fleet-admission.js';
 import { UserLeases } from './admission/user-leases.js';
 import { exportEtag, OUTPUT_FORMAT_VERSION } from './cache/etag.js';
-import { ExportCache, type ExportCacheKey, type Kept } from './cache/export-cache.js';
+import { cacheKey, countOf, ExportCache, isFull, type ExportCacheKey, type Kept } from './cache/export-cache.js';
 import { readChangeState } from './change-state.js';
-import { ChangeTokens, loadChangeTokenSecret, StandbyBehindTokenError } from './change-token.js';
-import { streamExport, type PipelineSettings } from './export-pipeline.js';
+import { ChangeTokenSource, StandbyBehindTokenError, type ChangeTokens } from './change-token.js';
+import { pipelineSettings, streamExport, type PipelineSettings } from './export-pipeline.js';
 import { ExportLog, type ExportEnded } from './export-log.js';
 import { watchCause, type CauseWatch } from './failure-cause.js';
-import type { BookLookup } from './request/book.js';
 import type { Caller, ExportRequest } from './request/export-request.js';
 import type { Lookups } from './request/lookups.js';
 import { responseTurn } from './respond/response-turn.js';
@@ -33,28 +32,8 @@ import type { Sent } from './respond/sent.js';
 import { PlanWriter } from './rewrite/plans/plan-store.js';
 import type { PlanUse } from './rewrite/rewrite-stage.js';
 import { RewritePool } from './rewrite/workers/rewrite-pool.js';
+import { ReadSources, type Located } from './read-sources.js';
 import { sendKeptBody } from './send-kept.js';
-
-/**
- * A server an export reads from (D11.2, D11.3): the primary or one hot standby, chosen
- * once per request, so the book lookup behind its ETag and 304 and its snapshot read the same server.
- */
-export interface ReadSource {
-  /** `primary` or `replica N` (its index in DATABASE_REPLICA_URL, never a host: D10.6). */
-  name: string;
-  /** A hot standby: its SQLSTATE 40001 and 40P01 are recovery conflicts (D11.5). */
-  standby: boolean;
-  /** Its pool for the book and change state lookups. */
-  lookupSql: Sql;
-  /** Its pool for the export's snapshot. */
-  exportSql: Sql;
-}
-
-/** Where one request reads, and its book as read there (the version behind its ETag and a 304). */
-export interface Located {
-  source: ReadSource;
-  book: BookLookup;
-}
 
 /** What the exporter reports for metrics (D10.3). */
 export interface ExportStats {
@@ -77,35 +56,6 @@ export interface ExportContext {
   takeOver: () => void;
 }
 
-/**
- * Row bytes per batch of an export with HTML while rewrite workers run, measured against 256 KB,
- * 512 KB and 2 MB: the fastest, and within a few MB of the lowest peak (bench/optimisations.md).
- */
-const POOL_BATCH_BYTES = 1024 * 1024;
-const BATCH_BYTES = 2 * 1024 * 1024;
-
-/** The pipeline's settings from the configuration, for exports with or without contentHtml. */
-export function pipelineSettings(
-  config: Config,
-  includeContentHtml: boolean,
-  rewritePool: RewritePool | null,
-  plans: PlanUse | null,
-): PipelineSettings {
-  return {
-    mediaProxyPrefix: config.mediaProxyPrefix,
-    batchRows: config.exportBatchSize,
-    batchBytes: rewritePool && includeContentHtml ? POOL_BATCH_BYTES : BATCH_BYTES,
-    stallTimeoutMs: config.stallTimeoutMs,
-    minDrainBytesPerS: config.minDrainBytesPerS,
-    maxDurationMs: config.exportMaxDurationMs,
-    dbTimeoutMs: config.dbTimeoutMs,
-    rewritePool,
-    offloadBytes: config.rewriteOffloadBytes,
-    rewriteTimeoutMs: config.rewriteTimeoutMs,
-    plans,
-  };
-}
-
 /** How a started export went, for its last log line. */
 interface Outcome extends Sent {
   count?: number | undefined;
@@ -123,9 +73,8 @@ export class Exporter {
   /** By includeContentHtml. */
   readonly #settings: { withHtml: PipelineSettings; withoutHtml: PipelineSettings };
   readonly #ended: ExportEnded;
-  readonly #replicas: ReplicaSet | null;
-  readonly #primary: ReadSource;
-  #changeTokens: Promise<ChangeTokens> | null = null;
+  readonly #sources: ReadSources;
+  readonly #tokens: ChangeTokenSource;
 
   /**
    * Starts the rewrite workers and the plan writer the configuration asks for; `ended` hears how
@@ -143,8 +92,13 @@ export class Exporter {
   ) {
     this.#config = config;
     this.#lookups = lookups;
-    this.#replicas = pools.replicas ?? null;
-    this.#primary = { name: 'primary', standby: false, lookupSql: pools.sql, exportSql: pools.exportSql };
+    const primary = { name: 'primary', standby: false, lookupSql: pools.sql, exportSql: pools.exportSql };
+    this.#tokens = new ChangeTokenSource(pools.sql, {
+      retentionDays: config.changeRetentionDays,
+      mediaProxyPrefix: config.mediaProxyPrefix,
+      outputFormat: OUTPUT_FORMAT_VERSION,
+    });
+    this.#sources = new ReadSources(primary, pools.replicas ?? null);
     this.#ended = ended;
     const local = new ExportAdmission({
       concurrency: config.exportConcurrency,
@@ -183,36 +137,12 @@ export class Exporter {
   }
 
   /**
-   * Where `request` reads, and its book read there: a usable standby in turn, else the primary
-   * (D11.2, D11.4). A standby that fails the lookup, or has not finished every
-   * transaction that `changedSince` saw (D12.7), sends the request to the primary: counted and
-   * logged. Throws ApiError BOOK_NOT_FOUND, or a DependencyError (503).
+   * Where `request` reads, and its book read there (read-sources.ts). Throws ApiError BOOK_NOT_FOUND,
+   * or a DependencyError (503).
    */
-  async locate(request: ExportRequest, log: FastifyBaseLogger): Promise<Located> {
+  locate(request: ExportRequest, log: FastifyBaseLogger): Promise<Located> {
     const bookOn = (sql: Sql) => this.#lookups.book(request.caller.userId, request.bookSlug, sql);
-    const onPrimary = async (): Promise<Located> => ({
-      source: this.#primary,
-      book: await bookOn(this.#primary.lookupSql),
-    });
-    const picked = this.#replicas?.pick();
-    if (!picked) return onPrimary();
-    const source = { name: picked.name, standby: true, lookupSql: picked.sql, exportSql: picked.sql };
-    let book: BookLookup;
-    try {
-      book = await bookOn(source.lookupSql);
-    } catch (err) {
-      if (!isReplicaOutage(err)) throw err;
-      this.#fellBack('standby_failed', source, log, err);
-      return onPrimary();
-    }
-    if (
-      request.changedSince !== null &&
-      !(await asDependency(this.changeTokens())).answerableAbove(request.changedSince, book.snapshot_xmin)
-    ) {
-      this.#fellBack('behind_token', source, log);
-      return onPrimary();
-    }
-    return { source, book };
+    return this.#sources.locate(request, bookOn, () => asDependency(this.changeTokens()), log);
   }
 
   /** The ETag of what `request` asks for at export version `version` (D9.1). */
@@ -241,10 +171,10 @@ export class Exporter {
         tokens.accept(request.changedSince, state, request.options);
       } catch (err) {
         if (!(err instanceof StandbyBehindTokenError)) throw err;
-        this.#fellBack('behind_token', located.source, log);
-        version = (await this.#lookups.book(request.caller.userId, request.bookSlug, this.#primary.lookupSql))
+        this.#sources.fellBack('behind_token', located.source, log);
+        version = (await this.#lookups.book(request.caller.userId, request.bookSlug, this.#sources.primary.lookupSql))
           .export_version;
-        state = await stateOn(this.#primary.lookupSql);
+        state = await stateOn(this.#sources.primary.lookupSql);
         tokens.accept(request.changedSince, state, request.options);
       }
     }
@@ -260,17 +190,7 @@ export class Exporter {
    * again after a failure.
    */
   changeTokens(): Promise<ChangeTokens> {
-    this.#changeTokens ??= loadChangeTokenSecret(this.#primary.lookupSql).then(
-      (secret) =>
-        new ChangeTokens({
-          secret,
-          retentionDays: this.#config.changeRetentionDays,
-          mediaProxyPrefix: this.#config.mediaProxyPrefix,
-          outputFormat: OUTPUT_FORMAT_VERSION,
-        }),
-    );
-    this.#changeTokens.catch(() => (this.#changeTokens = null));
-    return this.#changeTokens;
+    return this.#tokens.get();
   }
 
   stats(): ExportStats {
@@ -304,31 +224,11 @@ export class Exporter {
       this.#ended,
     );
     log.start();
-    let admitted: Admitted;
-    let kept: Kept | undefined;
-    let changeTokens: ChangeTokens;
     const key = cacheKey(request, located.book);
-    try {
-      await responseTurn(res, ctx.signal);
-      changeTokens = await asDependency(this.changeTokens());
-      // Only a full export is kept: a delta's bytes depend on its token, a resumed one's on its position.
-      kept = isFull(request) ? this.#cache.get(key) : undefined;
-      admitted = await this.#admission.acquire(caller.userId, ctx.signal, kept === undefined);
-      this.#cache.counted(kept !== undefined);
-    } catch (err) {
-      if (err instanceof ClientGoneError) {
-        ctx.takeOver();
-        res.destroy();
-        log.end('client_gone', { reason: err.reason });
-        ctx.log.info({ bookSlug }, 'client went away before its export started');
-        return;
-      }
-      log.end(err instanceof ApiError ? 'rejected' : 'failed', {
-        reason: err instanceof ApiError ? err.code : (err as Error).message,
-      });
-      throw err;
-    }
-    const watch = { current: watchCause(this.#primary, 0) };
+    const admission = await this.#admit(request, key, res, ctx, log);
+    if (admission === null) return;
+    const { admitted, kept, changeTokens } = admission;
+    const watch = { current: watchCause(this.#sources.primary, 0) };
     const onHeaders = (version: string, token: string) => {
       ctx.takeOver();
       res.setHeader('etag', this.etag(request, located.book.id, version));
@@ -365,6 +265,40 @@ export class Exporter {
       await this.#failed(err, res, ctx, log, watch.current, bookSlug);
     } finally {
       admitted.release();
+    }
+  }
+
+  /**
+   * The response's turn on its connection, the change tokens, a kept body if one serves, and a place
+   * (D8.1, D8.2, D8.9); null when the client went meanwhile (logged). Throws as send() does, logged.
+   */
+  async #admit(
+    request: ExportRequest,
+    key: ExportCacheKey,
+    res: ServerResponse,
+    ctx: ExportContext,
+    log: ExportLog,
+  ): Promise<{ admitted: Admitted; kept: Kept | undefined; changeTokens: ChangeTokens } | null> {
+    try {
+      await responseTurn(res, ctx.signal);
+      const changeTokens = await asDependency(this.changeTokens());
+      // Only a full export is kept: a delta's bytes depend on its token, a resumed one's on its position.
+      const kept = isFull(request) ? this.#cache.get(key) : undefined;
+      const admitted = await this.#admission.acquire(request.caller.userId, ctx.signal, kept === undefined);
+      this.#cache.counted(kept !== undefined);
+      return { admitted, kept, changeTokens };
+    } catch (err) {
+      if (err instanceof ClientGoneError) {
+        ctx.takeOver();
+        res.destroy();
+        log.end('client_gone', { reason: err.reason });
+        ctx.log.info({ bookSlug: request.bookSlug }, 'client went away before its export started');
+        return null;
+      }
+      log.end(err instanceof ApiError ? 'rejected' : 'failed', {
+        reason: err instanceof ApiError ? err.code : (err as Error).message,
+      });
+      throw err;
     }
   }
 
@@ -406,14 +340,9 @@ export class Exporter {
           this.#cache.set({ ...run.key, version: result.version }, result.body, result.token);
         return result;
       } catch (err) {
-        if (source === this.#primary || res.headersSent || res.destroyed || !isStandbyFailure(err)) throw err;
-        this.#fellBack(
-          err instanceof StandbyBehindTokenError ? 'behind_token' : 'standby_failed',
-          source,
-          run.ctx.log,
-          err,
-        );
-        source = this.#primary;
+        // Nothing was sent yet: the primary answers instead (D11.4, D12.7).
+        if (res.headersSent || res.destroyed || !this.#sources.retriesOnPrimary(source, err, run.ctx.log)) throw err;
+        source = this.#sources.primary;
         run.log.readFrom(source.name);
       }
     }
@@ -446,18 +375,6 @@ export class Exporter {
     const { stallTimeoutMs, minDrainBytesPerS, exportMaxDurationMs: maxDurationMs } = this.#config;
     return { stallTimeoutMs, minDrainBytesPerS, maxDurationMs };
   }
-
-  #fellBack(reason: FallbackReason, from: ReadSource, log: FastifyBaseLogger, err?: unknown): void {
-    this.#replicas?.fellBack(reason);
-    const why =
-      reason === 'behind_token'
-        ? 'it has not replayed every transaction changedSince saw'
-        : 'it failed before the first byte';
-    log.info(
-      { replica: from.name, reason, ...(err === undefined ? {} : { err }) },
-      `export reads the primary: ${from.name} ${why}`,
-    );
-  }
 }
 
 /** The one place an export's end is written, whichever way its body was sent. */
@@ -470,30 +387,6 @@ function ended(log: ExportLog, o: Outcome): void {
   });
 }
 
-/** Every document of the book: neither a delta nor a resumed export. */
-const isFull = (request: ExportRequest) => request.changedSince === null && request.after === null;
-
-/** The export cache's key of `request` for `book` as looked up. */
-function cacheKey(request: ExportRequest, book: BookLookup): ExportCacheKey {
-  return {
-    bookId: book.id,
-    version: book.export_version,
-    tokenFloor: book.token_floor,
-    ...request.options,
-    format: request.format,
-  };
-}
-
-/** A standby that failed or cannot answer: the request may read the primary instead. */
-function isReplicaOutage(err: unknown): boolean {
-  return err instanceof DependencyError && err.dependency === 'replica';
-}
-
-/** How an export on a standby fails before its first byte when the standby is at fault: its connection counts as the database's. */
-function isStandbyFailure(err: unknown): boolean {
-  return err instanceof DependencyError && err.dependency !== 'redis';
-}
-
 /** `work`, a database outage in it as a DependencyError (503, D8.5). */
 async function asDependency<T>(work: Promise<T>): Promise<T> {
   try {
@@ -501,10 +394,4 @@ async function asDependency<T>(work: Promise<T>): Promise<T> {
   } catch (err) {
     throw asDatabaseOutage(err, false) ?? err;
   }
-}
-
-/** Documents in a complete export body: its closing `"meta":{"count":N}}` (export-api.md 4.1 rule 8). */
-function countOf(body: Buffer): number | undefined {
-  const m = /"count":(\d+)\}\}\n?$/.exec(body.subarray(Math.max(0, body.length - 40)).toString('latin1'));
-  return m ? Number(m[1]) : undefined;
 }

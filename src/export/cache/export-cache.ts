@@ -1,4 +1,6 @@
 /** Bodies of small exports kept in memory, served only while a fresh snapshot would match them (D6.1, D9.1). */
+import type { BookLookup } from '../request/book.js';
+import type { ExportRequest } from '../request/export-request.js';
 import type { BodyFormat } from '../request/negotiate.js';
 
 export interface ExportCacheKey {
@@ -113,4 +115,24 @@ export class ExportCache {
     ids.add(id);
     this.bytes += body.length;
   }
+}
+
+/** Every document of the book: neither a delta nor a resumed export. */
+export const isFull = (request: ExportRequest) => request.changedSince === null && request.after === null;
+
+/** The export cache's key of `request` for `book` as looked up. */
+export function cacheKey(request: ExportRequest, book: BookLookup): ExportCacheKey {
+  return {
+    bookId: book.id,
+    version: book.export_version,
+    tokenFloor: book.token_floor,
+    ...request.options,
+    format: request.format,
+  };
+}
+
+/** Documents in a complete export body: its closing `"meta":{"count":N}}` (export-api.md 4.1 rule 8). */
+export function countOf(body: Buffer): number | undefined {
+  const m = /"count":(\d+)\}\}\n?$/.exec(body.subarray(Math.max(0, body.length - 40)).toString('latin1'));
+  return m ? Number(m[1]) : undefined;
 }

@@ -13,8 +13,7 @@ import t from 'tap';
 import type { Sql } from '../../../src/db/connect.js';
 import { loadConfig } from '../../../src/config.js';
 import { ChangeTokens } from '../../../src/export/change-token.js';
-import { pipelineSettings } from '../../../src/export/exporter.js';
-import { streamExport } from '../../../src/export/export-pipeline.js';
+import { pipelineSettings, streamExport } from '../../../src/export/export-pipeline.js';
 import { ResponseWriter, type ResponseWriterOptions } from '../../../src/export/respond/response-writer.js';
 import { bytes, CHUNK, Client, KB, MB, serve } from '../../helpers/slow-client.js';
 
