@@ -1,0 +1,11 @@
+/** The converter's worker thread (convert-pool.ts): one `{ id, html }` at a time, answered `{ id, markdown }` or `{ id, error }`. */
+import { parentPort } from 'node:worker_threads';
+import { htmlToMarkdown } from './markdown.js';
+
+parentPort!.on('message', (msg: { id: number; html: string }) => {
+  try {
+    parentPort!.postMessage({ id: msg.id, markdown: htmlToMarkdown(msg.html) });
+  } catch (err) {
+    parentPort!.postMessage({ id: msg.id, error: (err as Error).message || String(err) });
+  }
+});
