@@ -7,6 +7,7 @@ import { loadConfig, type Config } from '../config.js';
 // Each command loads what it needs when it runs: the backup client never loads the server.
 const commands = () => import('./commands.js');
 import { registerClientCommands } from './client-commands.js';
+import { registerMirrorCommand } from './mirror-cli.js';
 
 const print = (line: string) => process.stdout.write(line + '\n');
 
@@ -118,6 +119,7 @@ keys
   .action(action(async (id: string) => (await commands()).revokeKeyCommand(config(), id, print)));
 
 registerClientCommands(program, { print, config, integerOption, action });
+registerMirrorCommand(program, integerOption);
 
 program
   .command('warm')

@@ -1,0 +1,148 @@
+/**
+ * What a mirror keeps in `DIR/.kb-export/` about itself: `state.json` (the book, the format and
+ * what else decides a page's bytes) and `index.ndjson`, one line per document with its path, the
+ * SHA-256 of its exported JSON and the size of its file as written. A run writes the paths it is
+ * about to use to `index.next.ndjson` before it touches the tree and renames it over the index
+ * once done, so a run killed in between leaves a list of every file it may have written: the next
+ * run removes those it no longer needs. Files are replaced through `tmp/` and a rename.
+ */
+import { createReadStream } from 'node:fs';
+import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { randomBytes } from 'node:crypto';
+import { syncDir } from '../backup/output.js';
+
+/** One document of the last run: its path in the mirror, the SHA-256 (hex) of its JSON, its file's size (bytes). */
+export interface IndexEntry {
+  id: string;
+  path: string;
+  sha256: string;
+  size: number;
+}
+
+/** `state.json`: the options a mirror was made with, and `render`, which changes when pages must be written anew. */
+export interface MirrorState {
+  book: string;
+  format: 'markdown' | 'html';
+  render: string;
+}
+
+/** The mirror's own folder and files. */
+export class StateDir {
+  readonly root: string;
+
+  constructor(readonly dir: string) {
+    this.root = path.join(dir, '.kb-export');
+  }
+
+  get exportFile(): string {
+    return path.join(this.root, 'export.ndjson');
+  }
+
+  private get stateFile(): string {
+    return path.join(this.root, 'state.json');
+  }
+
+  private get indexFile(): string {
+    return path.join(this.root, 'index.ndjson');
+  }
+
+  private get nextFile(): string {
+    return path.join(this.root, 'index.next.ndjson');
+  }
+
+  get tmpDir(): string {
+    return path.join(this.root, 'tmp');
+  }
+
+  /** The state, or null for a new mirror. Throws when state.json is there but unreadable. */
+  async readState(): Promise<MirrorState | null> {
+    const text = await readFile(this.stateFile, 'utf8').catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return null;
+      throw err;
+    });
+    if (text === null) return null;
+    const s = JSON.parse(text) as Partial<MirrorState>;
+    if (typeof s.book !== 'string' || (s.format !== 'markdown' && s.format !== 'html') || typeof s.render !== 'string')
+      throw new Error(`${this.stateFile} is not a mirror's state`);
+    return s as MirrorState;
+  }
+
+  /** Creates `.kb-export/` and an empty `tmp/` (what a killed run left there is dropped). */
+  async prepare(): Promise<void> {
+    await rm(this.tmpDir, { recursive: true, force: true });
+    await mkdir(this.tmpDir, { recursive: true });
+  }
+
+  /** The last run's entries, by id; and every path the last run or a killed one after it may have written. */
+  async readIndex(): Promise<{ entries: Map<string, IndexEntry>; paths: Set<string> }> {
+    const entries = new Map<string, IndexEntry>();
+    const paths = new Set<string>();
+    for await (const e of lines<IndexEntry>(this.indexFile)) {
+      entries.set(e.id, e);
+      paths.add(e.path);
+    }
+    for await (const e of lines<{ path: string }>(this.nextFile)) paths.add(e.path);
+    return { entries, paths };
+  }
+
+  /** Notes the paths this run will write, before it writes any. */
+  async writeNext(paths: Iterable<string>): Promise<void> {
+    await this.replace(
+      this.nextFile,
+      (function* () {
+        for (const p of paths) yield `${JSON.stringify({ path: p })}\n`;
+      })(),
+    );
+  }
+
+  /** The run is done: the new index and state replace the old ones, and the list of the run's paths goes. */
+  async commit(entries: Iterable<IndexEntry>, state: MirrorState): Promise<void> {
+    await this.replace(
+      this.indexFile,
+      (function* () {
+        for (const e of entries)
+          yield `${JSON.stringify({ id: e.id, path: e.path, sha256: e.sha256, size: e.size })}\n`;
+      })(),
+    );
+    await this.replace(this.stateFile, [`${JSON.stringify(state)}\n`]);
+    await rm(this.nextFile, { force: true });
+    await syncDir(this.root);
+  }
+
+  /** A temporary file name in `tmp/`, on the mirror's file system, for a rename into the tree. */
+  tempName(): string {
+    return path.join(this.tmpDir, randomBytes(8).toString('hex'));
+  }
+
+  private async replace(file: string, chunks: Iterable<string>): Promise<void> {
+    const tmp = this.tempName();
+    const handle = await open(tmp, 'wx', 0o644);
+    try {
+      let buffered = '';
+      for (const c of chunks) {
+        buffered += c;
+        if (buffered.length > 1 << 20) {
+          await handle.write(buffered);
+          buffered = '';
+        }
+      }
+      await handle.write(buffered);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(tmp, file);
+  }
+}
+
+async function* lines<T>(file: string): AsyncGenerator<T> {
+  const input = createReadStream(file);
+  const opened = await new Promise<boolean>((resolve) => {
+    input.once('open', () => resolve(true)).once('error', () => resolve(false));
+  });
+  if (!opened) return;
+  for await (const line of createInterface({ input, crlfDelay: Infinity }))
+    if (line !== '') yield JSON.parse(line) as T;
+}
