@@ -22,6 +22,7 @@ export interface ConvertBudget {
 export const DEFAULT_BUDGET: ConvertBudget = { maxBytes: 2_000_000, timeoutMs: 10_000, heapMb: 512 };
 
 const WORKER_URL = new URL('./convert-worker.js', import.meta.url);
+const START_TIMEOUT_MS = 30_000;
 
 interface Slot {
   worker: Worker | null;
@@ -65,10 +66,36 @@ export class ConvertPool {
     }
   }
 
-  private run(slot: Slot, html: string): Promise<Converted> {
-    const worker = (slot.worker ??= new Worker(WORKER_URL, {
-      resourceLimits: { maxOldGenerationSizeMb: this.budget.heapMb },
-    }));
+  /** The slot's worker, started and loaded: a page's time budget does not pay for loading the converter. */
+  private async ready(slot: Slot): Promise<Worker | string> {
+    if (slot.worker !== null) return slot.worker;
+    const worker = new Worker(WORKER_URL, { resourceLimits: { maxOldGenerationSizeMb: this.budget.heapMb } });
+    const why = await new Promise<string | null>((resolve) => {
+      const onMessage = () => settle(null);
+      const onError = (err: Error) => settle(`the converter could not start: ${err.message}`);
+      const onExit = () => settle('the converter could not start');
+      const timer = setTimeout(
+        () => settle(`the converter did not start within ${START_TIMEOUT_MS} ms`),
+        START_TIMEOUT_MS,
+      );
+      const settle = (v: string | null) => {
+        clearTimeout(timer);
+        worker.off('message', onMessage).off('error', onError).off('exit', onExit);
+        resolve(v);
+      };
+      worker.on('message', onMessage).on('error', onError).on('exit', onExit);
+    });
+    if (why !== null) {
+      void worker.terminate();
+      return why;
+    }
+    slot.worker = worker;
+    return worker;
+  }
+
+  private async run(slot: Slot, html: string): Promise<Converted> {
+    const worker = await this.ready(slot);
+    if (typeof worker === 'string') return { ok: false, why: worker };
     const id = this.nextId++;
     return new Promise<Converted>((resolve) => {
       const done = (r: Converted, kill: boolean) => {

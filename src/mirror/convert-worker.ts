@@ -1,4 +1,7 @@
-/** The converter's worker thread (convert-pool.ts): one `{ id, html }` at a time, answered `{ id, markdown }` or `{ id, error }`. */
+/**
+ * The converter's worker thread (convert-pool.ts): `{ ready: true }` once loaded, then one `{ id, html }`
+ * at a time, answered `{ id, markdown }` or `{ id, error }`.
+ */
 import { parentPort } from 'node:worker_threads';
 import { htmlToMarkdown } from './markdown.js';
 
@@ -9,3 +12,5 @@ parentPort!.on('message', (msg: { id: number; html: string }) => {
     parentPort!.postMessage({ id: msg.id, error: (err as Error).message || String(err) });
   }
 });
+
+parentPort!.postMessage({ ready: true });
