@@ -103,6 +103,8 @@ export function withoutScripts(html: string): string {
     allowedTags: false,
     allowedAttributes: false,
     allowVulnerableTags: true,
+    // Empty attributes (`download`, `hidden`) are kept as stored.
+    nonBooleanAttributes: [],
     // The stored markup is kept as it is but for what runs or loads another page into this one;
     // <object> stays: it is how the knowledge base shows diagrams (D3.3 counts it as media).
     exclusiveFilter: (frame) => ['script', 'iframe', 'frame', 'frameset', 'embed', 'base'].includes(frame.tag),

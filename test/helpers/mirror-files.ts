@@ -33,11 +33,15 @@ export function markdownText(markdown: string): string {
     .trim();
 }
 
-/** The relative links and images of a page (Markdown or HTML): href/src values and Markdown link targets, no scheme, no `#` alone. */
+/** The relative links and images of a page (Markdown or HTML): href, src, data and srcset values and Markdown link targets, no scheme, no `#` alone. */
 export function relativeTargets(text: string): string[] {
   const found: string[] = [];
-  for (const m of text.matchAll(/(?:href|src|data)="([^"]*)"|\]\(([^)\s]+)\)/g)) {
-    const url = m[1] ?? m[2]!;
+  const urls: string[] = [];
+  for (const m of text.matchAll(/\b(href|src|data|srcset)="([^"]*)"|\]\(<?([^)\s>]+)>?\)/g)) {
+    if (m[1] === 'srcset') urls.push(...m[2]!.split(',').map((c) => c.trim().split(/\s+/)[0]!));
+    else urls.push(m[2] ?? m[3]!);
+  }
+  for (const url of urls) {
     if (url === '' || url.startsWith('#') || /^[A-Za-z][A-Za-z0-9+.-]*:/.test(url) || url.startsWith('//')) continue;
     found.push(url.replace(/[#?].*$/, ''));
   }
