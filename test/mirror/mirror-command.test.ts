@@ -6,7 +6,8 @@
  * a later run after a move, a rename, a deletion of a category with children and a type change
  * changes exactly those files, leaves every other file's mtime, and equals a fresh full mirror of
  * the same snapshot byte for byte; `--git` commits each run with what changed; a folder that is not
- * a mirror is refused with nothing written.
+ * a mirror is refused with nothing written; an expired token (410) means a full read that still
+ * writes only what differs.
  */
 import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
@@ -175,6 +176,24 @@ t.test('a later run changes exactly what changed and equals a fresh mirror', asy
   const again = await mirror(out, ['--git']);
   t.equal(again.code, 0, again.stderr);
   t.match(again.stderr, /0 added, 0 changed, 0 moved, 0 deleted.*git: nothing to commit/);
+});
+
+t.test('an expired token (410) reads everything again and still writes only what differs', async (t) => {
+  const before = treeOf(out);
+  const mtimes = new Map([...before.keys()].map((p) => [p, statSync(path.join(out, p)).mtimeMs]));
+  await sql`SELECT kbx_expire_change_tokens()`;
+  await sql`DELETE FROM documents WHERE id = 'd7'`;
+  const r = await mirror(out);
+  t.equal(r.code, 0, r.stderr);
+  t.match(
+    r.stderr,
+    /the kept change token expired \(410 CHANGE_TOKEN_EXPIRED\): the whole knowledge base is read again/,
+  );
+  t.match(r.stderr, /mirror: 0 added, 0 changed, 0 moved, 1 deleted/);
+  const after = treeOf(out);
+  t.notOk(after.has('trailing.md'));
+  const touched = [...after.keys()].filter((p) => statSync(path.join(out, p)).mtimeMs !== mtimes.get(p));
+  t.same(touched, ['SUMMARY.md'], 'every other file kept its mtime');
 });
 
 t.test('a folder that is not a mirror, or mirrors another format, is refused untouched', async (t) => {
