@@ -11,9 +11,10 @@
  * 3 key refused or book not found, 4 done but some media are missing.
  */
 import { availableParallelism } from 'node:os';
-import { readdir } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { BackupError } from '../backup/backup-command.js';
+import { BackupError, exportUrl } from '../backup/backup-command.js';
 import { readManifestHead } from '../backup/manifest.js';
 import { runFileBackup } from '../backup/media-backup.js';
 import { MediaUrls } from '../backup/media-path.js';
@@ -50,7 +51,8 @@ async function checkDir(o: MirrorOptions, state: StateDir): Promise<MirrorState 
     if (err.code === 'ENOENT') return [] as string[];
     throw new BackupError(`--out ${o.out} cannot be read: ${err.message}`, 2);
   });
-  if (names.length > 0 && !names.includes('.kb-export'))
+  // A repository made ahead for --git is welcome: .git alone is not a stranger's file.
+  if (names.some((n) => n !== '.git') && !names.includes('.kb-export'))
     throw new BackupError(
       `--out ${o.out} holds files but is not a mirror (no .kb-export/ in it): use a new or empty folder`,
       2,
@@ -77,10 +79,29 @@ export async function runMirror(
 ): Promise<{ line: string; missing: string | null }> {
   const state = new StateDir(path.resolve(o.out));
   const previous = await checkDir(o, state);
+  exportUrl({ server: o.server, book: o.book, includeCategories: true, html: true });
   const started = Date.now();
+  const existed = existsSync(state.dir);
+  const fresh = !existsSync(state.root);
   await state.prepare().catch((err: Error) => {
     throw new BackupError(`cannot write in --out ${o.out}: ${err.message}`, 1);
   });
+  const outcome = await download(o, state, log, env).catch(async (err: unknown) => {
+    // A first run that got no export leaves nothing behind: bad input changes nothing.
+    if (fresh) await rm(existed ? state.root : state.dir, { recursive: true, force: true });
+    throw err;
+  });
+  if (!o.quiet) log(outcome.line.replaceAll('\n', '; '));
+  return render(o, state, previous, outcome, started, log);
+}
+
+/** The export file brought up to date by the incremental backup, with the media for --media. Throws BackupError. */
+function download(
+  o: MirrorOptions,
+  state: StateDir,
+  log: (line: string) => void,
+  env: NodeJS.ProcessEnv,
+): Promise<{ line: string; missing: string | null }> {
   const backupLog = (line: string) => {
     if (/\b410\b/.test(line))
       log(
@@ -88,7 +109,7 @@ export async function runMirror(
       );
     else if (!o.quiet) log(line);
   };
-  const outcome = await runFileBackup(
+  return runFileBackup(
     {
       server: o.server,
       book: o.book,
@@ -110,7 +131,17 @@ export async function runMirror(
     backupLog,
     env,
   );
-  if (!o.quiet) log(outcome.line.replaceAll('\n', '; '));
+}
+
+/** The tree brought to the export file, then --git; resolves with the final line. Throws BackupError. */
+async function render(
+  o: MirrorOptions,
+  state: StateDir,
+  previous: MirrorState | null,
+  outcome: { missing: string | null },
+  started: number,
+  log: (line: string) => void,
+): Promise<{ line: string; missing: string | null }> {
   const head = await readManifestHead(state.exportFile).catch(() => null);
   const prefix = head?.head.mediaPrefix ?? null;
   const links = new MediaLinks(
@@ -126,7 +157,13 @@ export async function runMirror(
   const pool = new ConvertPool(size, o.budget ?? DEFAULT_BUDGET);
   let counts: RenderCounts;
   try {
-    counts = await renderMirror({ state, next, previous, links, pool, window: size * 4, log });
+    let reported = Date.now();
+    const progress = (done: number, total: number) => {
+      if (o.quiet || Date.now() - reported < 5000) return;
+      reported = Date.now();
+      log(`pages: ${done} of ${total}`);
+    };
+    counts = await renderMirror({ state, next, previous, links, pool, window: size * 4, log, progress });
   } catch (err) {
     throw new BackupError(`the mirror could not be written: ${(err as Error).message}; the next run completes it`, 1);
   } finally {

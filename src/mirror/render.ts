@@ -35,6 +35,8 @@ export interface RenderOptions {
   /** Pages converted at once. */
   window: number;
   log: (line: string) => void;
+  /** Told of each page done (written or not), of `total`. */
+  progress?: (done: number, total: number) => void;
 }
 
 /** What a run did to the tree, in documents (a moved page counts once, as moved). */
@@ -141,7 +143,12 @@ async function writePages(
   const sameRender = o.previous !== null && o.previous.render === o.next.render;
   const inflight = new Set<Promise<void>>();
   let failure: { err: unknown } | null = null;
+  let done = 0;
   const one = async (doc: ExportDoc) => {
+    await page(doc);
+    o.progress?.(++done, digests.size);
+  };
+  const page = async (doc: ExportDoc) => {
     const rel = tree.paths.get(doc.id)!;
     const file = path.join(o.state.dir, ...rel.split('/'));
     const sha256 = digests.get(doc.id)!;

@@ -9,7 +9,7 @@
  * a mirror is refused with nothing written; an expired token (410) means a full read that still
  * writes only what differs.
  */
-import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
@@ -204,6 +204,18 @@ t.test('a folder that is not a mirror, or mirrors another format, is refused unt
   t.equal(r.code, 2);
   t.match(r.stderr, /holds files but is not a mirror/);
   t.same(readdirSync(other), ['mine.txt']);
+  const nowhere = path.join(dir, 'nowhere');
+  const noKey = await runCli(['mirror', '--server', server.url, '--book', 'kb', '--out', nowhere], {
+    KB_EXPORT_API_KEY: '',
+  });
+  t.equal(noKey.code, 2);
+  t.match(noKey.stderr, /no API key/);
+  const noBook = await runCli(['mirror', '--server', server.url, '--book', 'nope', '--out', nowhere]);
+  t.equal(noBook.code, 3);
+  t.match(noBook.stderr, /404 BOOK_NOT_FOUND/);
+  t.notOk(existsSync(nowhere), 'a first run that got no export leaves nothing behind');
+  const badServer = await mirror(other.replace('other', 'bad'), ['--server', 'ftp://x']);
+  t.equal(badServer.code, 2);
   const html = await mirror(out, ['--format', 'html']);
   t.equal(html.code, 2);
   t.match(html.stderr, /mirrors the book "kb" as markdown/);
