@@ -1,0 +1,104 @@
+/**
+ * runMirror (src/mirror/mirror-command.ts) in this process, where the other mirror tests run the
+ * executable: the same runs counted page by page, Markdown and HTML, media, the fallback with a
+ * small budget, --git, progress, and the refusals of a state file that is not a mirror's.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { runMirror, type MirrorOptions } from '../../src/mirror/mirror-command.js';
+import { doc, seed, simpleSeed, startServer } from '../helpers/app.js';
+import { startFront } from '../helpers/media-front.js';
+import { treeOf } from '../helpers/mirror-files.js';
+
+const server = await startServer(t);
+const sql = server.db.sql;
+await seed(
+  sql,
+  simpleSeed([
+    doc('c1', 'a1', { type: 'category', slug: 'guide', name: 'Guide' }),
+    doc('d1', 'a2', {
+      parentId: 'c1',
+      slug: 'pic',
+      name: 'Pic',
+      cover: { url: 'covers/c.png', position: 'center' },
+      contentHtml: '<p>see <img src="uploads/p.png" alt="p"></p>',
+    }),
+    doc('big', 'a3', { slug: 'big', name: 'Big', contentHtml: `<p>${'x'.repeat(5000)}</p>` }),
+  ]),
+);
+const front = await startFront(t, server.url, (_req, res) => {
+  res.writeHead(200, { 'content-type': 'image/png', 'content-length': 3 }).end('png');
+});
+const dir = mkdtempSync(path.join(os.tmpdir(), 'kbx-mirror-run-'));
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+const env = { KB_EXPORT_API_KEY: 'kbx_u1' };
+const options = (out: string, extra: Partial<MirrorOptions> = {}): MirrorOptions => ({
+  server: front.base,
+  book: 'kb',
+  out,
+  format: 'markdown',
+  media: true,
+  git: true,
+  retries: 0,
+  timeoutS: 30,
+  quiet: false,
+  mediaConcurrency: 2,
+  mediaTimeoutS: 5,
+  budget: { maxBytes: 1000, timeoutMs: 10_000, heapMb: 256 },
+  ...extra,
+});
+
+t.test('Markdown with media, the fallback and git, then a change', async (t) => {
+  const out = path.join(dir, 'md');
+  const lines: string[] = [];
+  const first = await runMirror(options(out), (l) => lines.push(l), env);
+  t.match(first, {
+    line: /mirror: 3 added, 0 changed, 0 moved, 0 deleted .*1 kept as HTML.*git: committed/,
+    missing: null,
+  });
+  t.match(lines.join('\n'), /big\.md: kept as HTML, 5007 characters of HTML, over the budget of 1000/);
+  const files = treeOf(out);
+  t.match(
+    files.get('guide/pic.md')!.toString(),
+    /cover: \{"url":"\.\.\/media\/covers\/c\.png","position":"center"\}[\s\S]*!\[p\]\(\.\.\/media\/uploads\/p\.png\)/,
+  );
+  t.match(
+    files.get('big.md')!.toString(),
+    /<!-- kb-export mirror: kept as HTML \(5007 characters of HTML, over the budget of 1000\) -->\n\n<p>x+<\/p>\n$/,
+  );
+  t.equal(files.get('media/uploads/p.png')!.toString(), 'png');
+
+  await sql`UPDATE documents SET slug = 'picture' WHERE id = 'd1'`;
+  const second = await runMirror(options(out, { quiet: true }), () => {}, env);
+  t.match(second.line, /0 added, 0 changed, 1 moved, 0 deleted/);
+  t.ok(treeOf(out).has('guide/picture.md'));
+  t.equal(execFileSync('git', ['rev-list', '--count', 'HEAD'], { cwd: out }).toString(), '2\n');
+});
+
+t.test('HTML without media: links to the server', async (t) => {
+  const out = path.join(dir, 'html');
+  const r = await runMirror(options(out, { format: 'html', media: false, git: false }), () => {}, env);
+  t.match(r.line, /3 added/);
+  const page = treeOf(out).get('guide/picture.html')!.toString();
+  t.match(page, /<img src="http:\/\/127\.0\.0\.1:\d+\/media\/uploads\/p\.png" alt="p" \/>/);
+  t.match(page, /<h1>Pic<\/h1>/);
+  t.match(
+    treeOf(out).get('index.html')!.toString(),
+    /<li><a href="guide\/index.html">Guide<\/a>\n<ul>\n<li><a href="guide\/picture.html">Pic<\/a><\/li>\n<\/ul>\n<\/li>/,
+  );
+});
+
+t.test('a state file that is not a mirror’s is refused', async (t) => {
+  const out = path.join(dir, 'md');
+  writeFileSync(path.join(out, '.kb-export/state.json'), '{"book":1}');
+  const err = await runMirror(options(out), () => {}, env).catch((e: unknown) => e);
+  t.equal((err as { exitCode?: number }).exitCode, 2, 'a usage error');
+  await t.rejects(
+    runMirror(options(out), () => {}, env),
+    /is not a mirror's state: remove .*\.kb-export to mirror again/,
+  );
+  t.equal(readFileSync(path.join(out, '.kb-export/state.json'), 'utf8'), '{"book":1}', 'left as it was');
+});
