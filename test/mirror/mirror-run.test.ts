@@ -75,6 +75,9 @@ t.test('Markdown with media, the fallback and git, then a change', async (t) => 
   const second = await runMirror(options(out, { quiet: true }), () => {}, env);
   t.match(second.line, /0 added, 0 changed, 1 moved, 0 deleted/);
   t.ok(treeOf(out).has('guide/picture.md'));
+  const fresh = path.join(dir, 'md-fresh');
+  await runMirror(options(fresh, { quiet: true }), () => {}, env);
+  t.same(treeOf(fresh), treeOf(out), 'the incremental run equals a fresh mirror, byte for byte');
   t.equal(execFileSync('git', ['rev-list', '--count', 'HEAD'], { cwd: out }).toString(), '2\n');
 });
 
@@ -89,6 +92,20 @@ t.test('HTML without media: links to the server', async (t) => {
     treeOf(out).get('index.html')!.toString(),
     /<li><a href="guide\/index.html">Guide<\/a>\n<ul>\n<li><a href="guide\/picture.html">Pic<\/a><\/li>\n<\/ul>\n<\/li>/,
   );
+});
+
+t.test('--git in a repository made ahead, with its own identity', async (t) => {
+  const out = path.join(dir, 'repo');
+  execFileSync('git', ['init', '--quiet', out]);
+  execFileSync('git', ['config', 'user.email', 'docs@example.com'], { cwd: out });
+  execFileSync('git', ['config', 'user.name', 'Docs'], { cwd: out });
+  const r = await runMirror(options(out, { media: false, quiet: true }), () => {}, env);
+  t.match(r.line, /3 added.*git: committed/);
+  t.equal(
+    execFileSync('git', ['log', '--format=%ae %s'], { cwd: out }).toString(),
+    'docs@example.com kb-export mirror: 3 added, 0 changed, 0 moved, 0 deleted\n',
+  );
+  t.match(readFileSync(path.join(out, '.git/info/exclude'), 'utf8'), /^\/\.kb-export\/$/m);
 });
 
 t.test('a state file that is not a mirror’s is refused', async (t) => {
