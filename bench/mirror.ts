@@ -60,7 +60,11 @@ async function measure(
 
 async function pagesIn(dir: string, ext: string): Promise<number> {
   const entries = await readdir(dir, { recursive: true, withFileTypes: true });
-  return entries.filter((e) => e.isFile() && e.name.endsWith(ext) && !e.parentPath.includes('.kb-export')).length;
+  // SUMMARY.md and the top index.html list the pages; they are none.
+  const top = (e: { name: string; parentPath: string }) =>
+    path.resolve(e.parentPath) === path.resolve(dir) && ['SUMMARY.md', 'index.html'].includes(e.name);
+  return entries.filter((e) => e.isFile() && e.name.endsWith(ext) && !e.parentPath.includes('.kb-export') && !top(e))
+    .length;
 }
 
 try {
