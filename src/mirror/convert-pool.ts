@@ -42,13 +42,13 @@ export class ConvertPool {
     this.slots = Array.from({ length: Math.max(1, size) }, () => ({ worker: null, busy: false }));
   }
 
-  /** Converts `html`; never rejects. */
-  async convert(html: string): Promise<Converted> {
+  /** Converts `html`, its `<a href>` values that are keys of `hrefs` replaced by theirs; never rejects. */
+  async convert(html: string, hrefs: ReadonlyMap<string, string> = new Map()): Promise<Converted> {
     if (html.length > this.budget.maxBytes)
       return { ok: false, why: `${html.length} characters of HTML, over the budget of ${this.budget.maxBytes}` };
     const slot = await this.take();
     try {
-      return await this.run(slot, html);
+      return await this.run(slot, html, hrefs);
     } finally {
       slot.busy = false;
       this.waiting.shift()?.();
@@ -93,7 +93,7 @@ export class ConvertPool {
     return worker;
   }
 
-  private async run(slot: Slot, html: string): Promise<Converted> {
+  private async run(slot: Slot, html: string, hrefs: ReadonlyMap<string, string>): Promise<Converted> {
     const worker = await this.ready(slot);
     if (typeof worker === 'string') return { ok: false, why: worker };
     const id = this.nextId++;
@@ -121,7 +121,7 @@ export class ConvertPool {
         this.budget.timeoutMs,
       );
       worker.on('message', onMessage).on('error', onError).on('exit', onExit);
-      worker.postMessage({ id, html });
+      worker.postMessage({ id, html, hrefs: [...hrefs] });
     });
   }
 

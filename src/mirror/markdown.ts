@@ -37,11 +37,28 @@ function depthOf(root: { children?: unknown[] }): number {
   return max;
 }
 
-/** `html` as Markdown (no trailing blank lines, one final newline, '' for no content). Throws NotConvertible. */
-export function htmlToMarkdown(html: string): string {
+/** Each `<a href>` whose value is a key of `hrefs` gets that key's value (links to other pages of the mirror). */
+function relink(root: { children?: unknown[] }, hrefs: ReadonlyMap<string, string>): void {
+  const stack: unknown[] = [root];
+  for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
+    const n = node as { tagName?: string; properties?: { href?: unknown }; children?: unknown[] };
+    if (n.tagName === 'a' && typeof n.properties?.href === 'string') {
+      const to = hrefs.get(n.properties.href);
+      if (to !== undefined) n.properties.href = to;
+    }
+    if (n.children) stack.push(...n.children);
+  }
+}
+
+/**
+ * `html` as Markdown (no trailing blank lines, one final newline, '' for no content), its links
+ * named in `hrefs` replaced. Throws NotConvertible.
+ */
+export function htmlToMarkdown(html: string, hrefs: ReadonlyMap<string, string> = new Map()): string {
   const hast = parser.parse(html);
   const depth = depthOf(hast);
   if (depth > MAX_DEPTH) throw new NotConvertible(`markup nested more than ${MAX_DEPTH} levels deep`);
+  if (hrefs.size > 0) relink(hast, hrefs);
   const mdast = converter.runSync(hast);
   const text = converter.stringify(mdast as Parameters<typeof converter.stringify>[0]);
   const trimmed = text.replace(/\s+$/, '');

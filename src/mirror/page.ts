@@ -4,14 +4,15 @@
  * scripts removed by sanitize-html, a link back to the index). Media URLs of the export (those under
  * its Export-Media-Prefix, D3/D13.3) point to `media/` relatively when the file was saved there,
  * and to the server otherwise, so no link of a mirror depends on where it is served from.
- * What a page holds depends on the document and its own path only, never on other documents, so a
- * change elsewhere in the tree leaves its bytes alone.
+ * What a page holds depends on the document, its own path and the paths of the pages it links to
+ * (DocLinks), so a change elsewhere in the tree leaves its bytes alone unless it moves a target.
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import sanitizeHtml from 'sanitize-html';
 import { rewriteHtml, urlTransformRules } from '../export/rewrite/rewriter/html-rewriter.js';
 import { trimAscii, type MediaUrls } from '../backup/media-path.js';
+import { SyncSaxParser } from '../export/rewrite/rewriter/html-tokenizer.js';
 import { linkPath, relativeLink } from './tree.js';
 
 /** A document of the export as the mirror reads it (export-api.md 2.2). */
@@ -63,6 +64,51 @@ export class MediaLinks {
   }
 }
 
+/**
+ * Links between documents: a relative `<a href>` (no scheme, not `/…`, `#…` or `//…`) whose last
+ * path segment, percent-decoded and without `.html`/`.htm`, is a document's slug (D3.3's
+ * `<a href="other-doc">`; a folder of pages loaded with import-html links `other.html`) leads to
+ * that document's page in the mirror, its `#fragment` kept. Among documents sharing a slug, the
+ * first created (then smallest id) is the target. Anything else is left as stored (D14.3).
+ */
+export class DocLinks {
+  /** `bySlug`: slug → mirror path of the document it names. */
+  constructor(private readonly bySlug: ReadonlyMap<string, string>) {}
+
+  /** The mirror link for `href` from page `from`, or null when it names no document. */
+  target(href: string, from: string): string | null {
+    const v = trimAscii(href);
+    if (v === '' || v.startsWith('#') || v.startsWith('/') || /^[A-Za-z][A-Za-z0-9+.-]*:/.test(v)) return null;
+    const cut = v.search(/[?#]/);
+    const pathPart = cut === -1 ? v : v.slice(0, cut);
+    const hash = v.indexOf('#');
+    let last = pathPart.slice(pathPart.lastIndexOf('/') + 1);
+    try {
+      last = decodeURIComponent(last);
+    } catch {
+      return null;
+    }
+    const to = this.bySlug.get(last.replace(/\.html?$/i, '')) ?? this.bySlug.get(last);
+    if (to === undefined) return null;
+    return `${relativeLink(from, linkPath(to))}${hash === -1 ? '' : v.slice(hash)}`;
+  }
+
+  /** Each `<a href>` value of `html` (as parsed) that names a document, with its link from page `from`. */
+  hrefsOf(html: string, from: string): Map<string, string> {
+    const out = new Map<string, string>();
+    if (!/<a[\s>]/i.test(html)) return out;
+    const sax = new SyncSaxParser((tag) => {
+      if (tag.tagName !== 'a') return;
+      const href = tag.attrs.find((a) => a.name === 'href')?.value;
+      if (href === undefined || out.has(href)) return;
+      const to = this.target(href, from);
+      if (to !== null) out.set(href, to);
+    });
+    sax.tokenize(html, true);
+    return out;
+  }
+}
+
 /** A YAML value: JSON's strings, numbers, null, arrays and objects are YAML flow scalars and collections. */
 const yaml = (v: unknown) => JSON.stringify(v);
 
@@ -97,8 +143,11 @@ export function markdownPage(front: string, body: { markdown: string } | { html:
   return `${front}\n${note}\n\n${body.html}\n`;
 }
 
-/** The HTML as stored, less what runs: script elements and their text, event handler attributes, javascript: URLs. */
-export function withoutScripts(html: string): string {
+/**
+ * The HTML as stored, less what runs: script elements and their text, event handler attributes,
+ * javascript: URLs; `<a href>` values that are keys of `hrefs` replaced by theirs.
+ */
+export function withoutScripts(html: string, hrefs: ReadonlyMap<string, string> = new Map()): string {
   return sanitizeHtml(html, {
     allowedTags: false,
     allowedAttributes: false,
@@ -110,10 +159,11 @@ export function withoutScripts(html: string): string {
     exclusiveFilter: (frame) => ['script', 'iframe', 'frame', 'frameset', 'embed', 'base'].includes(frame.tag),
     nonTextTags: ['script', 'style', 'textarea', 'option', 'noscript'],
     transformTags: {
-      '*': (tagName, attribs) => ({
-        tagName,
-        attribs: Object.fromEntries(Object.entries(attribs).filter(([name]) => !/^on/i.test(name))),
-      }),
+      '*': (tagName, attribs) => {
+        const kept = Object.fromEntries(Object.entries(attribs).filter(([name]) => !/^on/i.test(name)));
+        const to = tagName === 'a' && kept.href !== undefined ? hrefs.get(kept.href) : undefined;
+        return { tagName, attribs: to === undefined ? kept : { ...kept, href: to } };
+      },
     },
   });
 }
@@ -137,8 +187,13 @@ export function htmlDocument(title: string, body: string, from: string | null): 
 }
 
 /** A document as an HTML page at `from`, its metadata in a definition list after the content. */
-export function htmlPage(doc: ExportDoc, from: string, links: MediaLinks): string {
-  const content = withoutScripts(links.html(doc.contentHtml ?? '', from));
+export function htmlPage(
+  doc: ExportDoc,
+  from: string,
+  links: MediaLinks,
+  hrefs: ReadonlyMap<string, string> = new Map(),
+): string {
+  const content = withoutScripts(links.html(doc.contentHtml ?? '', from), hrefs);
   const cover = linkedCover(doc, from, links);
   const coverHtml = cover === null ? '' : `<p><img src="${escapeHtml(cover.url)}" alt=""></p>\n`;
   const tags = doc.tags && doc.tags.length > 0 ? `<p>Tags: ${doc.tags.map(escapeHtml).join(', ')}</p>\n` : '';

@@ -3,7 +3,7 @@
  * the incremental backup) holds, touching only what differs. Two passes over the file, one
  * document in memory at a time: the first gathers each document's place in the tree (tree.ts, a
  * NodeMeta and a digest per document, no content); then the files no document uses any more go
- * (and folders left empty); the second writes each page whose document, path or rendering changed,
+ * (and folders left empty); the second writes each page whose document, path, link targets or rendering changed,
  * and only when its bytes differ, through a temporary file and a rename, so an untouched page
  * keeps its bytes and mtime. SUMMARY.md (or index.html) last, then the index (state.ts).
  */
@@ -13,6 +13,7 @@ import path from 'node:path';
 import { readExport } from '../backup/export-reader.js';
 import type { ConvertPool } from './convert-pool.js';
 import {
+  DocLinks,
   frontmatter,
   htmlDocument,
   htmlPage,
@@ -88,7 +89,8 @@ export async function renderMirror(o: RenderOptions): Promise<RenderCounts> {
     o.state.dir,
     [...old.paths].filter((p) => !live.has(p)),
   );
-  const entries = await writePages(o, tree, digests, old.entries, counts);
+  const docLinks = new DocLinks(slugPaths(nodes, tree));
+  const entries = await writePages(o, tree, docLinks, digests, old.entries, counts);
   const top =
     o.next.format === 'html' ? htmlIndex(tree, nodes, bookName) : summaryMarkdown(tree, nodes, bookName || 'Summary');
   await writeIfDifferent(
@@ -100,6 +102,25 @@ export async function renderMirror(o: RenderOptions): Promise<RenderCounts> {
   await o.state.commit(sorted, o.next);
   return counts;
 }
+
+/** Each slug's page: among documents sharing a slug, the first created (then smallest id), as names.ts settles collisions. */
+function slugPaths(nodes: ReadonlyMap<string, NodeMeta>, tree: Layout): Map<string, string> {
+  const bySlug = new Map<string, string>();
+  const sorted = [...nodes.values()].sort((a, b) =>
+    a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : 1,
+  );
+  for (const n of sorted) if (!bySlug.has(n.slug)) bySlug.set(n.slug, tree.paths.get(n.id)!);
+  return bySlug;
+}
+
+/** A digest of the links a page makes to other pages ('' for none): a page whose targets moved is written again. */
+const linksDigest = (hrefs: ReadonlyMap<string, string>) =>
+  hrefs.size === 0
+    ? ''
+    : createHash('sha256')
+        .update(JSON.stringify([...hrefs].sort()))
+        .digest('hex')
+        .slice(0, 32);
 
 /** Removes files of the mirror no document uses now, then the folders that left empty (never DIR itself). */
 async function removeStale(dir: string, stale: string[]): Promise<void> {
@@ -135,6 +156,7 @@ export async function writeIfDifferent(state: StateDir, file: string, bytes: Buf
 async function writePages(
   o: RenderOptions,
   tree: Layout,
+  docLinks: DocLinks,
   digests: Map<string, string>,
   old: Map<string, IndexEntry>,
   counts: RenderCounts,
@@ -153,7 +175,9 @@ async function writePages(
     const file = path.join(o.state.dir, ...rel.split('/'));
     const sha256 = digests.get(doc.id)!;
     const before = old.get(doc.id);
-    if (sameRender && before?.path === rel && before.sha256 === sha256) {
+    const hrefs = docLinks.hrefsOf(doc.contentHtml ?? '', rel);
+    const links = linksDigest(hrefs);
+    if (sameRender && before?.path === rel && before.sha256 === sha256 && (before.links ?? '') === links) {
       const size = await stat(file).then(
         (s) => (s.isFile() ? s.size : -1),
         () => -1,
@@ -164,13 +188,13 @@ async function writePages(
         return;
       }
     }
-    const bytes = Buffer.from(await pageOf(o, doc, rel, counts));
+    const bytes = Buffer.from(await pageOf(o, doc, rel, hrefs, counts));
     const written = await writeIfDifferent(o.state, file, bytes);
     if (before === undefined) counts.added++;
     else if (before.path !== rel) counts.moved++;
     else if (written) counts.changed++;
     else counts.unchanged++;
-    entries.set(doc.id, { id: doc.id, path: rel, sha256, size: bytes.length });
+    entries.set(doc.id, { id: doc.id, path: rel, sha256, size: bytes.length, links });
   };
   for await (const r of readExport(o.state.exportFile, true)) {
     if (r.kind !== 'document' || failure !== null) continue;
@@ -188,16 +212,22 @@ async function writePages(
 }
 
 /** The bytes of one page at `rel`. */
-async function pageOf(o: RenderOptions, doc: ExportDoc, rel: string, counts: RenderCounts): Promise<string> {
-  if (o.next.format === 'html') return htmlPage(doc, rel, o.links);
+async function pageOf(
+  o: RenderOptions,
+  doc: ExportDoc,
+  rel: string,
+  hrefs: ReadonlyMap<string, string>,
+  counts: RenderCounts,
+): Promise<string> {
+  if (o.next.format === 'html') return htmlPage(doc, rel, o.links, hrefs);
   const front = frontmatter(doc, linkedCover(doc, rel, o.links));
   const html = o.links.html(doc.contentHtml ?? '', rel);
   if (html.trim() === '') return markdownPage(front, { markdown: '' });
-  const r = await o.pool.convert(html);
+  const r = await o.pool.convert(html, hrefs);
   if (r.ok) return markdownPage(front, { markdown: r.markdown });
   counts.fallbacks++;
   o.log(`${rel}: kept as HTML, ${r.why}`);
-  return markdownPage(front, { html: withoutScripts(html), why: r.why });
+  return markdownPage(front, { html: withoutScripts(html, hrefs), why: r.why });
 }
 
 const escapeHtml = (s: string) => s.replace(/[&<>"]/g, (c) => `&#${c.charCodeAt(0)};`);

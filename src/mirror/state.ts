@@ -19,6 +19,8 @@ export interface IndexEntry {
   path: string;
   sha256: string;
   size: number;
+  /** A digest of the page's links to other pages ('' or absent: none). */
+  links?: string;
 }
 
 /** `state.json`: the options a mirror was made with, and `render`, which changes when pages must be written anew. */
@@ -103,7 +105,7 @@ export class StateDir {
       this.indexFile,
       (function* () {
         for (const e of entries)
-          yield `${JSON.stringify({ id: e.id, path: e.path, sha256: e.sha256, size: e.size })}\n`;
+          yield `${JSON.stringify({ id: e.id, path: e.path, sha256: e.sha256, size: e.size, links: e.links ?? '' })}\n`;
       })(),
     );
     await this.replace(this.stateFile, [`${JSON.stringify(state)}\n`]);

@@ -33,11 +33,13 @@ export function markdownText(markdown: string): string {
     .trim();
 }
 
-/** The relative links and images of a page (Markdown or HTML): href, src, data and srcset values and Markdown link targets, no scheme, no `#` alone. */
+/** The relative links and images of a page (Markdown or HTML): href, src, data and srcset values and Markdown link targets, no scheme, no `#` alone; in Markdown, none inside code. */
 export function relativeTargets(text: string): string[] {
   const found: string[] = [];
   const urls: string[] = [];
-  for (const m of text.matchAll(/\b(href|src|data|srcset)="([^"]*)"|\]\(<?([^)\s>]+)>?\)/g)) {
+  // In Markdown, code spans and fenced blocks are text, whatever markup they show.
+  const scanned = text.startsWith('<!doctype') ? text : text.replace(/```[\s\S]*?```/g, '').replace(/`[^`\n]*`/g, '');
+  for (const m of scanned.matchAll(/\b(href|src|data|srcset)="([^"]*)"|\]\(<?([^)\s>]+)>?\)/g)) {
     if (m[1] === 'srcset') urls.push(...m[2]!.split(',').map((c) => c.trim().split(/\s+/)[0]!));
     else urls.push(m[2] ?? m[3]!);
   }

@@ -2,7 +2,8 @@
  * `kb-export mirror` on a real documentation corpus, the PostgreSQL manual (Debian's
  * postgresql-doc-15) loaded with `kb-export import-html`: every page is written, none takes the
  * fallback, every page's Markdown parses back (remark) with words close to the document's
- * contentStr, and a second run writes nothing. Skipped, saying why, where the manual is not
+ * contentStr, every relative link between pages resolves (the manual's `other.html` links lead to
+ * `other.md`), and a second run writes nothing. Skipped, saying why, where the manual is not
  * installed.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -11,7 +12,7 @@ import path from 'node:path';
 import t from 'tap';
 import { seed, simpleSeed, startServer } from '../helpers/app.js';
 import { runCli } from '../helpers/backup-cli.js';
-import { markdownText, treeOf } from '../helpers/mirror-files.js';
+import { markdownText, relativeTargets, treeOf } from '../helpers/mirror-files.js';
 
 const MANUAL = '/usr/share/doc/postgresql-doc-15/html';
 
@@ -81,6 +82,18 @@ t.test(
     const low = scores[Math.floor(scores.length / 100)]!;
     t.ok(median >= 0.99, `median word overlap with contentStr ${median.toFixed(3)}`);
     t.ok(low >= 0.95, `1st percentile ${low.toFixed(3)}`);
+
+    let links = 0;
+    const broken: string[] = [];
+    for (const [rel, bytes] of treeOf(out)) {
+      for (const target of relativeTargets(bytes.toString())) {
+        links++;
+        if (!existsSync(path.join(out, path.dirname(rel), decodeURIComponent(target))))
+          broken.push(`${rel} → ${target}`);
+      }
+    }
+    t.ok(links > 10_000, `${links} relative links and images`);
+    t.same(broken, [], 'every relative link and image resolves to a file of the mirror');
 
     const mtimes = new Map([...treeOf(out).keys()].map((p) => [p, statSync(path.join(out, p)).mtimeMs]));
     const again = await runCli(args);

@@ -26,7 +26,12 @@ await seed(
       cover: { url: 'covers/c.png', position: 'center' },
       contentHtml: '<p>see <img src="uploads/p.png" alt="p"></p>',
     }),
-    doc('big', 'a3', { slug: 'big', name: 'Big', contentHtml: `<p>${'x'.repeat(5000)}</p>` }),
+    doc('big', 'a3', { slug: 'big', name: 'Big', contentHtml: `<p><a href="pic">pic</a>${'x'.repeat(5000)}</p>` }),
+    doc('linker', 'a4', {
+      slug: 'linker',
+      name: 'Linker',
+      contentHtml: '<p><a href="pic">a picture</a>, <a href="big.html#x">big</a>, <a href="nope">none</a></p>',
+    }),
   ]),
 );
 const front = await startFront(t, server.url, (_req, res) => {
@@ -56,10 +61,10 @@ t.test('Markdown with media, the fallback and git, then a change', async (t) => 
   const lines: string[] = [];
   const first = await runMirror(options(out), (l) => lines.push(l), env);
   t.match(first, {
-    line: /mirror: 3 added, 0 changed, 0 moved, 0 deleted .*1 kept as HTML.*git: committed/,
+    line: /mirror: 4 added, 0 changed, 0 moved, 0 deleted .*1 kept as HTML.*git: committed/,
     missing: null,
   });
-  t.match(lines.join('\n'), /big\.md: kept as HTML, 5007 characters of HTML, over the budget of 1000/);
+  t.match(lines.join('\n'), /big\.md: kept as HTML, 5028 characters of HTML, over the budget of 1000/);
   const files = treeOf(out);
   t.match(
     files.get('guide/pic.md')!.toString(),
@@ -67,14 +72,25 @@ t.test('Markdown with media, the fallback and git, then a change', async (t) => 
   );
   t.match(
     files.get('big.md')!.toString(),
-    /<!-- kb-export mirror: kept as HTML \(5007 characters of HTML, over the budget of 1000\) -->\n\n<p>x+<\/p>\n$/,
+    /<!-- kb-export mirror: kept as HTML \(5028 characters of HTML, over the budget of 1000\) -->\n\n<p><a href="guide\/pic\.md">pic<\/a>x+<\/p>\n$/,
   );
   t.equal(files.get('media/uploads/p.png')!.toString(), 'png');
+  t.match(
+    files.get('linker.md')!.toString(),
+    /\n\[a picture\]\(guide\/pic\.md\), \[big\]\(big\.md#x\), \[none\]\(nope\)\n$/,
+    'links to other documents lead to their pages',
+  );
 
   await sql`UPDATE documents SET slug = 'picture' WHERE id = 'd1'`;
+  await sql`UPDATE documents SET parent_id = 'c1' WHERE id = 'big'`;
   const second = await runMirror(options(out, { quiet: true }), () => {}, env);
-  t.match(second.line, /0 added, 0 changed, 1 moved, 0 deleted/);
+  t.match(second.line, /0 added, 1 changed, 2 moved, 0 deleted/);
   t.ok(treeOf(out).has('guide/picture.md'));
+  t.match(
+    treeOf(out).get('linker.md')!.toString(),
+    /\n\[a picture\]\(pic\), \[big\]\(guide\/big\.md#x\), \[none\]\(nope\)\n$/,
+    'a page whose link targets moved is written again; a link whose slug went is left as stored',
+  );
   const fresh = path.join(dir, 'md-fresh');
   await runMirror(options(fresh, { quiet: true }), () => {}, env);
   t.same(treeOf(fresh), treeOf(out), 'the incremental run equals a fresh mirror, byte for byte');
@@ -84,13 +100,14 @@ t.test('Markdown with media, the fallback and git, then a change', async (t) => 
 t.test('HTML without media: links to the server', async (t) => {
   const out = path.join(dir, 'html');
   const r = await runMirror(options(out, { format: 'html', media: false, git: false }), () => {}, env);
-  t.match(r.line, /3 added/);
+  t.match(r.line, /4 added/);
+  t.match(treeOf(out).get('linker.html')!.toString(), '<a href="guide/big.html#x">big</a>');
   const page = treeOf(out).get('guide/picture.html')!.toString();
   t.match(page, /<img src="http:\/\/127\.0\.0\.1:\d+\/media\/uploads\/p\.png" alt="p" \/>/);
   t.match(page, /<h1>Pic<\/h1>/);
   t.match(
     treeOf(out).get('index.html')!.toString(),
-    /<li><a href="guide\/index.html">Guide<\/a>\n<ul>\n<li><a href="guide\/picture.html">Pic<\/a><\/li>\n<\/ul>\n<\/li>/,
+    /<li><a href="guide\/index.html">Guide<\/a>\n<ul>\n<li><a href="guide\/picture.html">Pic<\/a><\/li>\n<li><a href="guide\/big.html">Big<\/a><\/li>\n<\/ul>\n<\/li>\n<li><a href="linker.html">Linker<\/a><\/li>\n<\/ul>/,
   );
 });
 
@@ -100,10 +117,10 @@ t.test('--git in a repository made ahead, with its own identity', async (t) => {
   execFileSync('git', ['config', 'user.email', 'docs@example.com'], { cwd: out });
   execFileSync('git', ['config', 'user.name', 'Docs'], { cwd: out });
   const r = await runMirror(options(out, { media: false, quiet: true }), () => {}, env);
-  t.match(r.line, /3 added.*git: committed/);
+  t.match(r.line, /4 added.*git: committed/);
   t.equal(
     execFileSync('git', ['log', '--format=%ae %s'], { cwd: out }).toString(),
-    'docs@example.com kb-export mirror: 3 added, 0 changed, 0 moved, 0 deleted\n',
+    'docs@example.com kb-export mirror: 4 added, 0 changed, 0 moved, 0 deleted\n',
   );
   t.match(readFileSync(path.join(out, '.git/info/exclude'), 'utf8'), /^\/\.kb-export\/$/m);
 });
