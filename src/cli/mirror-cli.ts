@@ -22,7 +22,8 @@ const HELP = `
   safe on Linux, macOS and Windows; among siblings that would share a name, ignoring case, the one
   created first keeps it and the others get -XXXXXXXX from their id). Each page starts with a YAML
   frontmatter (id, title, slug, type, parentId, orderKey, tags, description, emoji, cover,
-  createdAt, updatedAt). SUMMARY.md lists every page in the tree's order (mdBook, GitBook);
+  createdAt, updatedAt); a relative link naming another document's slug (other-doc, other-doc.html)
+  leads to its page. SUMMARY.md lists every page in the tree's order (mdBook, GitBook);
   --format html writes index.html instead, whose nested lists link every page (no script needed).
   A page the converter cannot take within its budget (2 MB of HTML, 10 s, markup nested over 256
   deep) keeps its HTML inside the .md, with a line on standard error.
@@ -68,35 +69,38 @@ export function registerMirrorCommand(program: Command, integerOption: (value: s
     .option('--media-concurrency <n>', 'media files fetched at once (1-64)', integerOption, 8)
     .option('--media-timeout <seconds>', 'longest wait for a media server, per request', integerOption, 30)
     .addHelpText('after', HELP)
-    .action(async (opts: MirrorCliOptions) => {
-      const { runMirror } = await import('../mirror/mirror-command.js');
-      const { BackupError } = await import('../backup/backup-command.js');
-      try {
-        const r = await runMirror(
-          {
-            server: opts.server,
-            book: opts.book,
-            out: opts.out,
-            format: opts.format,
-            media: Boolean(opts.media),
-            git: Boolean(opts.git),
-            retries: opts.retries,
-            timeoutS: opts.timeout,
-            quiet: Boolean(opts.quiet),
-            ...(opts.keyFile !== undefined ? { keyFile: opts.keyFile } : {}),
-            mediaConcurrency: opts.mediaConcurrency,
-            mediaTimeoutS: opts.mediaTimeout,
-          },
-          (l) => process.stderr.write(`kb-export mirror: ${l}\n`),
-        );
-        if (!opts.quiet) process.stderr.write(`${r.line}\n`);
-        if (r.missing !== null) {
-          process.stderr.write(`kb-export mirror: ${r.missing}\n`);
-          process.exitCode = 4;
-        }
-      } catch (err) {
-        process.stderr.write(`kb-export mirror: ${(err as Error).message}\n`);
-        process.exitCode = err instanceof BackupError ? err.exitCode : 1;
-      }
-    });
+    .action(mirrorAction);
+}
+
+/** Runs `kb-export mirror` with the parsed options; sets the exit code (mirror-command.ts lists them). */
+async function mirrorAction(opts: MirrorCliOptions): Promise<void> {
+  const { runMirror } = await import('../mirror/mirror-command.js');
+  const { BackupError } = await import('../backup/backup-command.js');
+  try {
+    const r = await runMirror(
+      {
+        server: opts.server,
+        book: opts.book,
+        out: opts.out,
+        format: opts.format,
+        media: Boolean(opts.media),
+        git: Boolean(opts.git),
+        retries: opts.retries,
+        timeoutS: opts.timeout,
+        quiet: Boolean(opts.quiet),
+        ...(opts.keyFile !== undefined ? { keyFile: opts.keyFile } : {}),
+        mediaConcurrency: opts.mediaConcurrency,
+        mediaTimeoutS: opts.mediaTimeout,
+      },
+      (l) => process.stderr.write(`kb-export mirror: ${l}\n`),
+    );
+    if (!opts.quiet) process.stderr.write(`${r.line}\n`);
+    if (r.missing !== null) {
+      process.stderr.write(`kb-export mirror: ${r.missing}\n`);
+      process.exitCode = 4;
+    }
+  } catch (err) {
+    process.stderr.write(`kb-export mirror: ${(err as Error).message}\n`);
+    process.exitCode = err instanceof BackupError ? err.exitCode : 1;
+  }
 }

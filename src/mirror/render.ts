@@ -153,6 +153,48 @@ export async function writeIfDifferent(state: StateDir, file: string, bytes: Buf
   return true;
 }
 
+/** What writing the pages of one run shares. */
+interface PageRun {
+  o: RenderOptions;
+  tree: Layout;
+  docLinks: DocLinks;
+  digests: Map<string, string>;
+  old: Map<string, IndexEntry>;
+  counts: RenderCounts;
+  entries: Map<string, IndexEntry>;
+  /** The last run rendered pages as this one does (its `render` is the same). */
+  sameRender: boolean;
+}
+
+/** One document's page: left alone when its document, path and link targets are as the index says and its file has the size listed; else rendered and written if its bytes differ. */
+async function writePage(c: PageRun, doc: ExportDoc): Promise<void> {
+  const rel = c.tree.paths.get(doc.id)!;
+  const file = path.join(c.o.state.dir, ...rel.split('/'));
+  const sha256 = c.digests.get(doc.id)!;
+  const before = c.old.get(doc.id);
+  const hrefs = c.docLinks.hrefsOf(doc.contentHtml ?? '', rel);
+  const links = linksDigest(hrefs);
+  if (c.sameRender && before?.path === rel && before.sha256 === sha256 && (before.links ?? '') === links) {
+    const size = await stat(file).then(
+      (s) => (s.isFile() ? s.size : -1),
+      () => -1,
+    );
+    if (size === before.size) {
+      c.counts.unchanged++;
+      c.entries.set(doc.id, before);
+      return;
+    }
+  }
+  const bytes = Buffer.from(await pageOf(c.o, doc, rel, hrefs, c.counts));
+  const written = await writeIfDifferent(c.o.state, file, bytes);
+  if (before === undefined) c.counts.added++;
+  else if (before.path !== rel) c.counts.moved++;
+  else if (written) c.counts.changed++;
+  else c.counts.unchanged++;
+  c.entries.set(doc.id, { id: doc.id, path: rel, sha256, size: bytes.length, links });
+}
+
+/** Every page, `o.window` at a time, in the export file's order; the index entries of the run. Throws the first failure. */
 async function writePages(
   o: RenderOptions,
   tree: Layout,
@@ -161,44 +203,15 @@ async function writePages(
   old: Map<string, IndexEntry>,
   counts: RenderCounts,
 ): Promise<Map<string, IndexEntry>> {
-  const entries = new Map<string, IndexEntry>();
   const sameRender = o.previous !== null && o.previous.render === o.next.render;
+  const run: PageRun = { o, tree, docLinks, digests, old, counts, entries: new Map(), sameRender };
   const inflight = new Set<Promise<void>>();
   let failure: { err: unknown } | null = null;
   let done = 0;
-  const one = async (doc: ExportDoc) => {
-    await page(doc);
-    o.progress?.(++done, digests.size);
-  };
-  const page = async (doc: ExportDoc) => {
-    const rel = tree.paths.get(doc.id)!;
-    const file = path.join(o.state.dir, ...rel.split('/'));
-    const sha256 = digests.get(doc.id)!;
-    const before = old.get(doc.id);
-    const hrefs = docLinks.hrefsOf(doc.contentHtml ?? '', rel);
-    const links = linksDigest(hrefs);
-    if (sameRender && before?.path === rel && before.sha256 === sha256 && (before.links ?? '') === links) {
-      const size = await stat(file).then(
-        (s) => (s.isFile() ? s.size : -1),
-        () => -1,
-      );
-      if (size === before.size) {
-        counts.unchanged++;
-        entries.set(doc.id, before);
-        return;
-      }
-    }
-    const bytes = Buffer.from(await pageOf(o, doc, rel, hrefs, counts));
-    const written = await writeIfDifferent(o.state, file, bytes);
-    if (before === undefined) counts.added++;
-    else if (before.path !== rel) counts.moved++;
-    else if (written) counts.changed++;
-    else counts.unchanged++;
-    entries.set(doc.id, { id: doc.id, path: rel, sha256, size: bytes.length, links });
-  };
   for await (const r of readExport(o.state.exportFile, true)) {
     if (r.kind !== 'document' || failure !== null) continue;
-    const p: Promise<void> = one(r.document as unknown as ExportDoc)
+    const p: Promise<void> = writePage(run, r.document as unknown as ExportDoc)
+      .then(() => o.progress?.(++done, digests.size))
       .catch((err: unknown) => {
         failure ??= { err };
       })
@@ -208,7 +221,7 @@ async function writePages(
   }
   await Promise.all(inflight);
   if (failure !== null) throw (failure as { err: unknown }).err;
-  return entries;
+  return run.entries;
 }
 
 /** The bytes of one page at `rel`. */
