@@ -26,6 +26,7 @@ import {
 import type { IndexEntry, MirrorState, StateDir } from './state.js';
 import { layout, linkPath, summaryMarkdown, walk, type Layout, type NodeMeta } from './tree.js';
 
+/** What renderMirror is given: the mirror, the last and this run's state, how to link media, the converter and where to log. */
 export interface RenderOptions {
   state: StateDir;
   /** The state this run writes; `render` differing from the last run's means every page is rendered again. */

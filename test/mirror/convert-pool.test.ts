@@ -13,6 +13,11 @@ t.test('tables, code with its language, images and links', async (t) => {
   );
   t.equal(md, '## T\n\na [link](x.md) ![i](media/i.png)\n\n```sql\nSELECT 1;\n```\n\n| h |\n| - |\n| c |\n');
   t.equal(htmlToMarkdown('  '), '');
+  t.equal(
+    htmlToMarkdown('<p><a href="other">to</a> <a href="x">x</a></p>', new Map([['other', 'guide/other.md']])),
+    '[to](guide/other.md) [x](x)\n',
+    'links named in hrefs are relinked',
+  );
 });
 
 t.test('pathological pages take the fallback within their budget', async (t) => {
