@@ -28,6 +28,8 @@ interface BackupOptions {
   incremental?: boolean;
   retries: number;
   timeoutS: number;
+  /** Compression in transit for a plain PATH (--compressed). */
+  compressed?: boolean;
   quiet: boolean;
   keyFile?: string;
   /** Told of each export written, before the final line (media-backup.ts keeps the manifest and media beside it). */
@@ -141,7 +143,16 @@ export async function runBackup(
       if (resume !== null) {
         const keepToken = o.incremental ? tokenOptions : null;
         const r = await attemptResume(
-          { url, key, format: o.format, out: o.out, timeoutS: o.timeoutS, keepToken, onBytes },
+          {
+            url,
+            key,
+            format: o.format,
+            out: o.out,
+            timeoutS: o.timeoutS,
+            keepToken,
+            onBytes,
+            compressed: o.compressed ?? false,
+          },
           resume,
         );
         [result, added] = [r, r.added];
@@ -167,6 +178,7 @@ export async function runBackup(
           keepEtag: o.ifChanged,
           keepToken,
           timeoutS: o.timeoutS,
+          compressed: o.compressed ?? false,
           onBytes,
         });
       }

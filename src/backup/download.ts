@@ -27,6 +27,8 @@ interface AttemptOptions {
   keepToken?: TokenOptions | null;
   /** Bounds connecting and each wait for data, seconds. */
   timeoutS: number;
+  /** Ask for compression in transit for a plain file (--compressed). */
+  compressed?: boolean;
   /** Decoded (JSON) bytes received so far. */
   onBytes?: (bytes: number) => void;
 }
@@ -77,8 +79,13 @@ export type AttemptResult =
 
 const OFFERED: FileEncoding[] = hasZstd() ? ['zstd', 'br', 'gzip'] : ['br', 'gzip'];
 
-/** Accept-Encoding: the file's own compression first when it has one, the others as a second choice. */
-export function acceptEncoding(file: FileEncoding | null): string {
+/**
+ * Accept-Encoding: the file's own compression first when it has one, the others as a second choice.
+ * For a plain file, compression in transit only when `inTransit` (backup --compressed): on a fast
+ * link the server's compressing and the client's decoding cost more than the bytes they save.
+ */
+export function acceptEncoding(file: FileEncoding | null, inTransit = true): string {
+  if (file === null && !inTransit) return 'identity';
   if (file === null || !OFFERED.includes(file)) return OFFERED.join(', ');
   return [file, ...OFFERED.filter((e) => e !== file).map((e) => `${e};q=0.5`)].join(', ');
 }
@@ -171,7 +178,7 @@ export async function attemptBackup(o: AttemptOptions): Promise<AttemptResult> {
       headers: {
         authorization: `Bearer ${o.key}`,
         accept: o.format === 'ndjson' ? 'application/x-ndjson' : 'application/json',
-        'accept-encoding': acceptEncoding(fileEncoding),
+        'accept-encoding': acceptEncoding(fileEncoding, o.compressed ?? false),
         ...(o.etag ? { 'if-none-match': o.etag } : {}),
       },
       headersTimeout: o.timeoutS * 1000,
