@@ -36,15 +36,9 @@ interface BackupOptions {
   onWritten?: (result: Extract<IncrementalResult, { kind: 'written' }>) => void;
 }
 
-/** A failure with its exit code (4: `changes` only, an expired token); the message is printed as it is. */
-export class BackupError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode: 1 | 2 | 3 | 4,
-  ) {
-    super(message);
-  }
-}
+import { BackupError } from './backup-error.js';
+
+export { BackupError };
 
 const RETRY_AFTER_CAP_S = 60;
 const BACKOFF_MAX_MS = 30_000;

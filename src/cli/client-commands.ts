@@ -172,7 +172,7 @@ export function registerClientCommands(program: Command, { print, config, intege
     )
     .action(async (file: string, opts: { mediaDir?: string; quiet?: boolean }) => {
       const { verifyBackup } = await import('../backup/verify-command.js');
-      const { BackupError } = await import('../backup/backup-command.js');
+      const { BackupError } = await import('../backup/backup-error.js');
       try {
         const r = await verifyBackup(
           { file, ...(opts.mediaDir !== undefined ? { mediaDir: opts.mediaDir } : {}) },
