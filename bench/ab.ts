@@ -3,10 +3,10 @@
  * same rows measured beside it (issue 43): `node dist/bench/ab.js --old /path/to/other/checkout`.
  * Both checkouts must be built (`npm run build`); each build's own bench/lib/server-process.js starts
  * its server, so each runs its own code with its own shebang's flags. Per export: wall time, the
- * server's CPU and the bench database's PostgreSQL backends' CPU (from /proc), and peak RSS.
+ * server's CPU and the CPU of the PostgreSQL backends it is connected to (from /proc), and peak RSS.
  * DATABASE_URL names the server; the data is kept in kb_export_bench as for `npm run bench`.
  */
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
@@ -47,25 +47,46 @@ async function cpuOf(pid: number): Promise<number> {
   }
 }
 
-/** CPU of every PostgreSQL backend connected to `db` (its process title names the database), s, by pid. */
-async function backendsCpu(db: string): Promise<Map<number, number>> {
-  const out = new Map<number, number>();
-  for (const name of await readdir('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    const cmd = await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '');
-    if (cmd.startsWith('postgres: ') && cmd.includes(` ${db} `)) out.set(Number(name), await cpuOf(Number(name)));
+/** The local TCP ports of process `pid`'s sockets: its fds' socket inodes, found in /proc/net/tcp. */
+async function localPorts(pid: number): Promise<Set<number>> {
+  const inodes = new Set<string>();
+  for (const fd of await readdir(`/proc/${pid}/fd`).catch(() => [])) {
+    const link = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => '');
+    const m = /^socket:\[(\d+)\]$/.exec(link);
+    if (m) inodes.add(m[1]!);
   }
+  const ports = new Set<number>();
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of (await readFile(table, 'utf8').catch(() => '')).split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length > 9 && inodes.has(f[9]!)) ports.add(parseInt(f[1]!.split(':')[1]!, 16));
+    }
+  }
+  return ports;
+}
+
+/**
+ * CPU of the PostgreSQL backends serving process `pid` (matched by its sockets' ports), s, by
+ * backend pid: other clients of the same server (other benchmarks, other engineers' tests) are
+ * left out.
+ */
+async function backendsCpu(sql: Sql, pid: number): Promise<Map<number, number>> {
+  const ports = await localPorts(pid);
+  const rows = await sql<{ pid: number; port: number }[]>`
+    SELECT pid, client_port AS port FROM pg_stat_activity WHERE client_port IS NOT NULL`;
+  const out = new Map<number, number>();
+  for (const r of rows) if (ports.has(r.port)) out.set(r.pid, await cpuOf(r.pid));
   return out;
 }
 
 const sumDelta = (before: Map<number, number>, after: Map<number, number>) =>
   [...after].reduce((n, [pid, s]) => n + s - (before.get(pid) ?? 0), 0);
 
-async function measure(server: ServerProcess, book: Book, html: boolean, dbName: string): Promise<Sample> {
+async function measure(server: ServerProcess, book: Book, html: boolean, sql: Sql): Promise<Sample> {
   await server.resetPeak();
-  const [cpu0, pg0] = [await cpuOf(server.pid), await backendsCpu(dbName)];
+  const [cpu0, pg0] = [await cpuOf(server.pid), await backendsCpu(sql, server.pid)];
   const r = await exportOnce(server.base, BENCH_KEY, book.slug, { html });
-  const [cpu1, pg1] = [await cpuOf(server.pid), await backendsCpu(dbName)];
+  const [cpu1, pg1] = [await cpuOf(server.pid), await backendsCpu(sql, server.pid)];
   return {
     ms: r.totalMs,
     serverCpuS: cpu1 - cpu0,
@@ -130,7 +151,6 @@ async function main(): Promise<void> {
       book = { id: d.bookId, slug: d.slug };
     }
     const html = o.mode !== 'plain';
-    const dbName = new URL(db.url).pathname.slice(1);
     if (o.mode === 'warm')
       await warmPlans(loadConfig({ ...process.env, DATABASE_URL: db.url, REWRITE_WORKERS: '1' }), db.sql, {
         book: book.slug,
@@ -148,7 +168,7 @@ async function main(): Promise<void> {
         copies.push((await copyOnce(db.url, book.id, html)).totalMs);
         for (const side of i % 2 === 0 ? (['A', 'B'] as const) : (['B', 'A'] as const)) {
           if (o.mode === 'cold') await dropPlans(db.sql, book.id);
-          const s = await measure(servers[side], book, html, dbName);
+          const s = await measure(servers[side], book, html, db.sql);
           samples[side].push(s);
           log(
             `run ${i + 1} ${side}: ${fmt(s.ms / 1000, 2)} s, server ${fmt(s.serverCpuS, 2)} s, pg ${fmt(s.pgCpuS, 2)} s`,
