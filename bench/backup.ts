@@ -3,8 +3,8 @@
  * [--runs N]` alone: `kb-export backup` against `curl -o` of the same export from the same server in
  * the same run (curl is the baseline: what people run without this client), once per way the file
  * can be written:
- * - plain JSON: curl asks for no compression; the client asks for one in transit, decodes it,
- *   verifies and writes the JSON;
+ * - plain JSON: neither asks for compression (the client's default for a plain file); the client
+ *   verifies, hashes and writes the JSON as it arrives;
  * - `.json.gz`, `.json.br` (and `.json.zst` where the runtime has zstd): curl asks for that
  *   Content-Encoding and writes the compressed bytes as they arrive; the client asks for the same,
  *   writes the server's bytes as they arrive and verifies a decompressed copy beside them.
@@ -137,7 +137,7 @@ async function measureBackups(
 
 const peak = (xs: Measured[]) => `${(Math.max(...xs.map((x) => x.peakRssBytes)) / 2 ** 20).toFixed(1)} MB`;
 
-/** Scenario 13: each compressed backup against curl of the same compressed export (target ≤ 1.3×); plain JSON beside them. */
+/** Scenario 13: each backup against curl of the same export (targets: ≤ 1.2× plain, ≤ 1.3× compressed). */
 export async function run(opts: {
   databaseUrl: string;
   dataset: Dataset;
@@ -154,8 +154,8 @@ export async function run(opts: {
       baseline: `curl -o of the same export${compressed ? `, Content-Encoding ${s.encoding}` : ''} ${fmt(c / 1000, 2)} s`,
       measured: `${fmt(b / 1000, 2)} s`,
       ratio: b / c,
-      target: compressed ? '≤ 1.3×' : '',
-      met: compressed ? b / c <= 1.3 : null,
+      target: compressed ? '≤ 1.3×' : '≤ 1.2×',
+      met: compressed ? b / c <= 1.3 : b / c <= 1.2,
     };
   });
   // The curl runs are the exports themselves: what compression costs the server against the identity body.
@@ -179,7 +179,7 @@ export async function run(opts: {
     rows,
     notes: [
       `13: median of ${opts.runs} alternating run(s) of curl and of the \`kb-export\` executable, each its own process, against the same server (export cache off); ` +
-        'a compressed backup writes the bytes the server sent and verifies a decompressed copy beside them; the plain JSON one asks for a compressed body in transit and decodes it, curl gets the identity body. ' +
+        'a compressed backup writes the bytes the server sent and verifies a decompressed copy beside them; the plain JSON one gets the identity body, as curl does, and verifies and hashes it as it writes. ' +
         'Every backup verifies its export and fsyncs its file.',
     ],
   };

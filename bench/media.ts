@@ -10,7 +10,7 @@
  * manifest, fsyncs each file and its folder and writes PATH.manifest.json and PATH.sha256; the
  * baselines do none of that. Two sets of files: many small ones (files/s) and a few large ones
  * (MB/s). Then the same backup again, unchanged (every file checked by size and SHA-256, none
- * fetched), against `sha256sum -c` of the backup's PATH.sha256. The server is node:http in this
+ * fetched), and `kb-export verify PATH`, each against `sha256sum -c` of the backup's PATH.sha256. The server is node:http in this
  * process serving the files from disk, with an export of one document per 25 media files
  * naming them under `/media/`. Each the median of N alternating runs (default 3), with the
  * client's peak RSS. Prints Markdown.
@@ -139,6 +139,7 @@ interface Figures {
   curlSync: number[];
   undici: number[];
   unchanged: CliRun[];
+  verify: CliRun[];
   sha256sum: number[];
 }
 
@@ -158,6 +159,7 @@ async function measure(set: FileSet, name: string): Promise<Figures> {
     curlSync: [],
     undici: [],
     unchanged: [],
+    verify: [],
     sha256sum: [],
   };
   for (let run = 0; run < runs; run++) {
@@ -166,7 +168,7 @@ async function measure(set: FileSet, name: string): Promise<Figures> {
     const curlConfig = path.join(work, 'curl.conf');
     writeFileSync(curlConfig, paths.map((p) => `url = "${base}/media/${p}"\noutput = "curl/${p}"\n`).join(''));
     log(
-      `${name}, run ${run + 1} of ${runs}: curl, curl and sync, undici, kb-export backup, unchanged backup, sha256sum -c`,
+      `${name}, run ${run + 1} of ${runs}: curl, curl and sync, undici, kb-export backup, unchanged backup, sha256sum -c, verify`,
     );
     const curlArgs = ['-sf', '--parallel', '--parallel-max', String(CONCURRENCY), '--create-dirs', '-K', curlConfig];
     f.curl.push(await timed('curl', curlArgs, work));
@@ -197,6 +199,9 @@ async function measure(set: FileSet, name: string): Promise<Figures> {
       throw new Error(`the unchanged backup fetched again: ${again.stderr}`);
     f.unchanged.push(again);
     f.sha256sum.push(await timed('sha256sum', ['-c', '--quiet', 'kb.json.sha256'], work));
+    const verified = await runCli(['verify', path.join(work, 'kb.json')], {});
+    if (verified.code !== 0) throw new Error(`verify exited ${verified.code}: ${verified.stderr}`);
+    f.verify.push(verified);
     rmSync(work, { recursive: true, force: true });
   }
   rmSync(path.join(source, name), { recursive: true, force: true });
@@ -234,13 +239,18 @@ try {
     );
   }
   console.log(
-    '\n| Files | sha256sum -c PATH.sha256 (baseline) | unchanged backup: every file checked, none fetched | × sha256sum |',
+    '\n| Files | sha256sum -c PATH.sha256 (baseline) | kb-export verify PATH | × sha256sum (target ≤ 1.2×) | unchanged backup: every file checked, none fetched | × sha256sum |',
   );
-  console.log('|---|---:|---:|---:|');
+  console.log('|---|---:|---:|---:|---:|---:|');
   for (const f of figures) {
-    const [s, k] = [median(f.sha256sum), median(f.unchanged.map((r) => r.seconds * 1000))];
+    const [s, v, k] = [
+      median(f.sha256sum),
+      median(f.verify.map((r) => r.seconds * 1000)),
+      median(f.unchanged.map((r) => r.seconds * 1000)),
+    ];
     console.log(
-      `| ${f.set.count.toLocaleString('en')} × ${f.set.bytes >= 2 ** 20 ? `${f.set.bytes / 2 ** 20} MiB` : `${f.set.bytes / 1024} KiB`} | ${(s / 1000).toFixed(2)} s | ${(k / 1000).toFixed(2)} s | ${(k / s).toFixed(2)}× |`,
+      `| ${f.set.count.toLocaleString('en')} × ${f.set.bytes >= 2 ** 20 ? `${f.set.bytes / 2 ** 20} MiB` : `${f.set.bytes / 1024} KiB`} | ${(s / 1000).toFixed(2)} s | ` +
+        `${(v / 1000).toFixed(2)} s | ${(v / s).toFixed(2)}× | ${(k / 1000).toFixed(2)} s | ${(k / s).toFixed(2)}× |`,
     );
   }
 } finally {

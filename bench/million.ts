@@ -15,25 +15,25 @@ import { startServer } from './lib/server-process.js';
 import { fmt, mb, type ResultRow, type ScenarioResult } from './result.js';
 import type { Sql } from '../src/db/connect.js';
 
-const BOOK = 'bench-million';
-const SLUG = 'million';
+export const MILLION_BOOK = 'bench-million';
+export const MILLION_SLUG = 'million';
 const DOCUMENTS = 1_000_000;
 
 /** Creates the book unless it is there with every document. */
-async function ensureMillion(sql: Sql, log: (l: string) => void): Promise<void> {
-  const [row] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM documents WHERE book_id = ${BOOK}`;
+export async function ensureMillion(sql: Sql, log: (l: string) => void): Promise<void> {
+  const [row] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM documents WHERE book_id = ${MILLION_BOOK}`;
   if (row!.n === DOCUMENTS) return;
   log(`11. generating ${DOCUMENTS.toLocaleString('en')} small documents in PostgreSQL`);
   // Run alone on a new bench database, nothing has created the owner yet.
   await sql.begin((tx) => ensureOwner(tx, BENCH_USER, BENCH_KEY));
-  await sql`DELETE FROM books WHERE id = ${BOOK}`;
-  await sql`INSERT INTO books (id, owner_id, slug, name) VALUES (${BOOK}, ${BENCH_USER}, ${SLUG}, 'A million small documents')`;
+  await sql`DELETE FROM books WHERE id = ${MILLION_BOOK}`;
+  await sql`INSERT INTO books (id, owner_id, slug, name) VALUES (${MILLION_BOOK}, ${BENCH_USER}, ${MILLION_SLUG}, 'A million small documents')`;
   await sql.unsafe(
     `INSERT INTO documents (id, book_id, slug, name, type, order_key, status, content_str, content_html)
      SELECT 'm' || lpad(i::text, 7, '0'), $1, 'm' || i, 'Note ' || i, 'document', lpad(i::text, 7, '0'), 1,
             'A short note, number ' || i || ', of a few words.', '<p>Note ' || i || '</p><img src="img/' || i || '.png">'
      FROM generate_series(1, $2::int) i`,
-    [BOOK, DOCUMENTS],
+    [MILLION_BOOK, DOCUMENTS],
   );
   await sql`VACUUM ANALYZE documents`;
 }
@@ -47,7 +47,9 @@ export async function run(opts: {
   const { databaseUrl, sql, log } = opts;
   await ensureMillion(sql, log);
   log('11. storing every rewrite plan (kb-export warm)');
-  await warmPlans(loadConfig({ ...process.env, DATABASE_URL: databaseUrl, REWRITE_WORKERS: '1' }), sql, { book: SLUG });
+  await warmPlans(loadConfig({ ...process.env, DATABASE_URL: databaseUrl, REWRITE_WORKERS: '1' }), sql, {
+    book: MILLION_SLUG,
+  });
   const server = await startServer({ databaseUrl, env: { EXPORT_CACHE_BYTES: '0' } });
   const rows: ResultRow[] = [];
   try {
@@ -56,10 +58,10 @@ export async function run(opts: {
       const copies: number[] = [];
       const ttfb: number[] = [];
       let bytes = 0;
-      await exportOnce(server.base, BENCH_KEY, SLUG, { html });
+      await exportOnce(server.base, BENCH_KEY, MILLION_SLUG, { html });
       for (let i = 0; i < 3; i++) {
-        copies.push((await copyOnce(databaseUrl, BOOK, html)).totalMs);
-        const r = await exportOnce(server.base, BENCH_KEY, SLUG, { html });
+        copies.push((await copyOnce(databaseUrl, MILLION_BOOK, html)).totalMs);
+        const r = await exportOnce(server.base, BENCH_KEY, MILLION_SLUG, { html });
         if (r.count !== DOCUMENTS) throw new Error(`export returned ${r.count} documents`);
         ours.push(r.totalMs);
         ttfb.push(r.ttfbMs);

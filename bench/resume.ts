@@ -4,7 +4,8 @@
  * the same backup uncut (the baseline, in the same run) and against a client that restarts from the
  * first byte after each cut (undici, as many attempts as the resuming client made, plus ten). Bytes
  * moved are what the proxy forwarded to the client, headers included. The file written after the
- * cuts must equal the uncut one (the run fails otherwise). Prints Markdown.
+ * cuts must equal the uncut one (the run fails otherwise). Both clients ask for the export compressed in
+ * transit (backup --compressed), as a slow link would. Prints Markdown.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -37,7 +38,7 @@ const moved = () => proxy.stats().bytesToClient;
 try {
   const backup = async (file: string) => {
     const r = await runCli(
-      ['backup', '--server', base, '--book', dataset.slug, '--out', file, '--retries', '3', '--quiet'],
+      ['backup', '--server', base, '--book', dataset.slug, '--out', file, '--compressed', '--retries', '3', '--quiet'],
       { KB_EXPORT_API_KEY: BENCH_KEY },
     );
     if (r.code !== 0) throw new Error(`backup failed: ${r.stderr}`);

@@ -3,7 +3,8 @@
  * D12.6): single-document UPDATEs in one book, autocommit, from 1 and from 8 connections, on
  * databases migrated up to 0001 (no trigger, the baseline), 0002 (a counter bumped by every write),
  * 0003 (a random version bumped only by changes to exported columns), 0006 (0003 plus
- * changed_xid and removals for deltas), 0007 (0006 plus changed_xid_no_html), plus 0003 with its row-level UPDATE OF trigger replaced by
+ * changed_xid and removals for deltas), 0007 (0006 plus changed_xid_no_html), 0009 (0007 plus the
+ * export text of sql/0009), plus 0003 with its row-level UPDATE OF trigger replaced by
  * a statement-level one comparing every updated row, the alternative it was chosen over; then
  * statements over the whole book, and what removals take on disk. Every figure is a ratio against
  * another database in the same run; the variants take turns.
@@ -321,9 +322,9 @@ async function main(): Promise<void> {
     for (const v of VARIANTS) out.push(`- ${v.name}: ${v.what}`);
     out.push('');
     out.push(
-      '| Workload | Connections | none | 0002 | 0003 | 0003 statement-level | 0006 | 0007 | 0002 ÷ none | 0003 ÷ none | 0003 ÷ 0002 | statement-level ÷ 0003 | 0006 ÷ none | 0006 ÷ 0003 | 0007 ÷ 0006 |',
+      '| Workload | Connections | none | 0002 | 0003 | 0003 statement-level | 0006 | 0007 | 0009 | 0002 ÷ none | 0003 ÷ none | 0003 ÷ 0002 | statement-level ÷ 0003 | 0006 ÷ none | 0006 ÷ 0003 | 0007 ÷ 0006 | 0009 ÷ 0007 |',
     );
-    out.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+    out.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
     const us = (ms: number, n: number) => (ms * 1000) / n;
     const line = (label: string, key: string, unit: (ms: number) => string) => {
       const t = Object.fromEntries(VARIANTS.map((v) => [v.name, median(times.get(`${key}/${v.name}`)!)])) as Record<
@@ -332,9 +333,9 @@ async function main(): Promise<void> {
       >;
       const r = (a: number, b: number) => `${(a / b).toFixed(2)}×`;
       out.push(
-        `| ${label} | ${unit(t.none!)} | ${unit(t['0002']!)} | ${unit(t['0003']!)} | ${unit(t['0003-stmt']!)} | ${unit(t['0006']!)} | ${unit(t['0007']!)} | ` +
+        `| ${label} | ${unit(t.none!)} | ${unit(t['0002']!)} | ${unit(t['0003']!)} | ${unit(t['0003-stmt']!)} | ${unit(t['0006']!)} | ${unit(t['0007']!)} | ${unit(t['0009']!)} | ` +
           `${r(t['0002']!, t.none!)} | ${r(t['0003']!, t.none!)} | ${r(t['0003']!, t['0002']!)} | ${r(t['0003-stmt']!, t['0003']!)} | ` +
-          `${r(t['0006']!, t.none!)} | ${r(t['0006']!, t['0003']!)} | ${r(t['0007']!, t['0006']!)} |`,
+          `${r(t['0006']!, t.none!)} | ${r(t['0006']!, t['0003']!)} | ${r(t['0007']!, t['0006']!)} | ${r(t['0009']!, t['0007']!)} |`,
       );
     };
     for (const w of WORKLOADS) {

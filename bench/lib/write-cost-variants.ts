@@ -1,7 +1,8 @@
 /**
  * The databases bench/write-cost.ts compares: migrated up to 0001 (no trigger), 0002 and 0003, 0003
  * with the statement-level UPDATE trigger it was chosen over, 0006 (0003 plus the change
- * tracking for deltas) and 0007 (0006 plus the last change but for content_html, indexed).
+ * tracking for deltas), 0007 (0006 plus the last change but for content_html, indexed) and 0009
+ * (0007 plus the export text, sql/0009_export_text.sql).
  */
 import { copyFile, mkdtemp, readdir } from 'node:fs/promises';
 import os from 'node:os';
@@ -99,6 +100,13 @@ export const VARIANTS: Variant[] = [
     name: '0007',
     what: '0006 plus changed_xid_no_html: a second comparison in the same trigger and a second index (up to 0007)',
     upTo: 7,
+    autosaveBumps: false,
+    tracksChanges: true,
+  },
+  {
+    name: '0009',
+    what: '0007 plus the export text: export_head and export_mid built by a BEFORE INSERT and UPDATE OF trigger from the columns they hold (up to 0009)',
+    upTo: 9,
     autosaveBumps: false,
     tracksChanges: true,
   },

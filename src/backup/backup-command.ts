@@ -28,21 +28,17 @@ interface BackupOptions {
   incremental?: boolean;
   retries: number;
   timeoutS: number;
+  /** Compression in transit for a plain PATH (--compressed). */
+  compressed?: boolean;
   quiet: boolean;
   keyFile?: string;
   /** Told of each export written, before the final line (media-backup.ts keeps the manifest and media beside it). */
   onWritten?: (result: Extract<IncrementalResult, { kind: 'written' }>) => void;
 }
 
-/** A failure with its exit code (4: `changes` only, an expired token); the message is printed as it is. */
-export class BackupError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode: 1 | 2 | 3 | 4,
-  ) {
-    super(message);
-  }
-}
+import { BackupError } from './backup-error.js';
+
+export { BackupError };
 
 const RETRY_AFTER_CAP_S = 60;
 const BACKOFF_MAX_MS = 30_000;
@@ -141,7 +137,16 @@ export async function runBackup(
       if (resume !== null) {
         const keepToken = o.incremental ? tokenOptions : null;
         const r = await attemptResume(
-          { url, key, format: o.format, out: o.out, timeoutS: o.timeoutS, keepToken, onBytes },
+          {
+            url,
+            key,
+            format: o.format,
+            out: o.out,
+            timeoutS: o.timeoutS,
+            keepToken,
+            onBytes,
+            compressed: o.compressed ?? false,
+          },
           resume,
         );
         [result, added] = [r, r.added];
@@ -167,6 +172,7 @@ export async function runBackup(
           keepEtag: o.ifChanged,
           keepToken,
           timeoutS: o.timeoutS,
+          compressed: o.compressed ?? false,
           onBytes,
         });
       }

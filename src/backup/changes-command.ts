@@ -14,7 +14,8 @@ import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { apiKey, BackupError, exportUrl } from './backup-command.js';
-import { acceptEncoding, decoder, header, refusal } from './download.js';
+import { decoder } from './body-streams.js';
+import { acceptEncoding, header, refusal } from './download.js';
 import { syncDir, writeDurably } from './output.js';
 import { RawExportSplitter } from './raw-split.js';
 

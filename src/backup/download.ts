@@ -7,8 +7,7 @@
  * compressed twice. Any other encoding is decoded, verified and compressed again for the file.
  */
 import { pipeline } from 'node:stream/promises';
-import { PassThrough, Transform, type Writable } from 'node:stream';
-import zlib from 'node:zlib';
+import { counter, decoder, teeTo } from './body-streams.js';
 import { request, type Dispatcher } from 'undici';
 import { fileEncodingOf, hasZstd, openOutput, OutputError, type FileEncoding } from './output.js';
 import type { TokenOptions } from './record.js';
@@ -27,6 +26,8 @@ interface AttemptOptions {
   keepToken?: TokenOptions | null;
   /** Bounds connecting and each wait for data, seconds. */
   timeoutS: number;
+  /** Ask for compression in transit for a plain file (--compressed). */
+  compressed?: boolean;
   /** Decoded (JSON) bytes received so far. */
   onBytes?: (bytes: number) => void;
 }
@@ -77,57 +78,18 @@ export type AttemptResult =
 
 const OFFERED: FileEncoding[] = hasZstd() ? ['zstd', 'br', 'gzip'] : ['br', 'gzip'];
 
-/** Accept-Encoding: the file's own compression first when it has one, the others as a second choice. */
-export function acceptEncoding(file: FileEncoding | null): string {
+/**
+ * Accept-Encoding: the file's own compression first when it has one, the others as a second choice.
+ * For a plain file, compression in transit only when `inTransit` (backup --compressed): on a fast
+ * link the server's compressing and the client's decoding cost more than the bytes they save.
+ */
+export function acceptEncoding(file: FileEncoding | null, inTransit = true): string {
+  if (file === null && !inTransit) return 'identity';
   if (file === null || !OFFERED.includes(file)) return OFFERED.join(', ');
   return [file, ...OFFERED.filter((e) => e !== file).map((e) => `${e};q=0.5`)].join(', ');
 }
 
-/** A decompressor for a response's Content-Encoding (a pass-through for identity). */
-export function decoder(encoding: string): Transform {
-  if (encoding === 'gzip') return zlib.createGunzip({ chunkSize: 64 * 1024 });
-  if (encoding === 'br') return zlib.createBrotliDecompress({ chunkSize: 64 * 1024 });
-  if (encoding === 'zstd' && hasZstd())
-    return (zlib as unknown as { createZstdDecompress(): Transform }).createZstdDecompress();
-  return new PassThrough();
-}
-
 export const header = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
-
-/** A Transform that counts the bytes passing through it. */
-export function counter(onBytes: (bytes: number) => void): Transform {
-  let bytes = 0;
-  return new Transform({
-    transform(chunk: Buffer, _enc, cb) {
-      bytes += chunk.length;
-      onBytes(bytes);
-      cb(null, chunk);
-    },
-  });
-}
-
-/**
- * Passes every chunk on unchanged and writes it to `side` too, at the pace of the slower of the
- * two; ends once `side` finished. `side` is the first stage of `sideDone`, whose failure fails this.
- */
-export function teeTo(side: Writable, sideDone: Promise<void>): Transform {
-  const tee = new Transform({
-    transform(chunk: Buffer, _enc, cb) {
-      if (side.write(chunk)) cb(null, chunk);
-      else side.once('drain', () => cb(null, chunk));
-    },
-    flush(cb) {
-      side.end();
-      sideDone.then(() => cb(), cb);
-    },
-    destroy(err, cb) {
-      side.destroy();
-      cb(err);
-    },
-  });
-  sideDone.catch((err: Error) => tee.destroy(err));
-  return tee;
-}
 
 /** A refusal's status, the code and message of its error envelope, and Retry-After. */
 export async function refusal(res: Dispatcher.ResponseData): Promise<Extract<AttemptResult, { kind: 'refused' }>> {
@@ -171,7 +133,7 @@ export async function attemptBackup(o: AttemptOptions): Promise<AttemptResult> {
       headers: {
         authorization: `Bearer ${o.key}`,
         accept: o.format === 'ndjson' ? 'application/x-ndjson' : 'application/json',
-        'accept-encoding': acceptEncoding(fileEncoding),
+        'accept-encoding': acceptEncoding(fileEncoding, o.compressed ?? false),
         ...(o.etag ? { 'if-none-match': o.etag } : {}),
       },
       headersTimeout: o.timeoutS * 1000,

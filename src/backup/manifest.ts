@@ -7,18 +7,12 @@
  * `sha256sum -c` and `rclone checksum`. Both are written as the entries come (memory holds none of
  * them) to temporary files beside PATH, fsynced, and renamed over the old ones only when their
  * bytes differ: an unchanged backup leaves both files, and their mtimes, as they were. The
- * manifest is read back as a stream (stream-json) by the next backup and by `kb-export verify`.
+ * manifest is read back by the next backup and by `kb-export verify` (manifest-read.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { open, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import { pipeline } from 'node:stream/promises';
-import { parser } from 'stream-json';
-import { ignore } from 'stream-json/filters/ignore.js';
-import { pick } from 'stream-json/filters/pick.js';
-import { streamArray } from 'stream-json/streamers/stream-array.js';
-import { streamObject } from 'stream-json/streamers/stream-object.js';
 import { syncDir } from './output.js';
 import type { MediaRef } from './media-path.js';
 import type { TokenOptions } from './record.js';
@@ -246,125 +240,5 @@ export class ManifestWriter {
   async abort(): Promise<void> {
     await this.manifest.abort();
     await this.sums.abort();
-  }
-}
-
-const isHex64 = (v: unknown): v is string => typeof v === 'string' && /^[0-9a-f]{64}$/.test(v);
-const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
-
-/** The manifest's head and summary, or null when there is no manifest. Throws ManifestError for one that is not a manifest of this version. */
-export async function readManifestHead(
-  out: string,
-): Promise<{ head: ManifestHead; summary: MediaSummary | null } | null> {
-  const file = manifestFileOf(out);
-  if ((await stat(file).catch(() => null)) === null) return null;
-  const values = new Map<string, unknown>();
-  const object = streamObject.asStream();
-  const done = pipeline(createReadStream(file), parser.asStream(), ignore.asStream({ filter: 'media' }), object);
-  done.catch(() => {});
-  try {
-    for await (const { key, value } of object as AsyncIterable<{ key: string; value: unknown }>) values.set(key, value);
-    await done;
-  } catch (err) {
-    throw new ManifestError(`${file} is not JSON: ${(err as Error).message}`);
-  }
-  const v = Object.fromEntries(values) as Record<string, unknown>;
-  const bad = (what: string) => new ManifestError(`${file}: ${what}`);
-  if (v.kbExportManifest !== MANIFEST_VERSION) throw bad(`not a manifest of version ${MANIFEST_VERSION}`);
-  const options = v.options as Record<string, unknown> | null;
-  const exp = v.export as Record<string, unknown> | null;
-  if (typeof v.book !== 'string') throw bad('no book');
-  if (
-    typeof options !== 'object' ||
-    options === null ||
-    (options.format !== 'json' && options.format !== 'ndjson') ||
-    typeof options.includeCategories !== 'boolean' ||
-    typeof options.html !== 'boolean'
-  ) {
-    throw bad('no options');
-  }
-  if (
-    typeof exp !== 'object' ||
-    exp === null ||
-    typeof exp.file !== 'string' ||
-    !isCount(exp.bytes) ||
-    !isHex64(exp.sha256) ||
-    !isCount(exp.documents)
-  )
-    throw bad('no export entry');
-  const nullableString = (x: unknown) => x === null || typeof x === 'string';
-  if (
-    !nullableString(v.changeToken) ||
-    !nullableString(v.etag) ||
-    !nullableString(v.mediaPrefix) ||
-    !nullableString(v.mediaDir)
-  )
-    throw bad('a bad changeToken, etag, mediaPrefix or mediaDir');
-  const summary = v.summary as Record<string, unknown> | undefined;
-  const head: ManifestHead = {
-    book: v.book,
-    options: { format: options.format, includeCategories: options.includeCategories, html: options.html },
-    changeToken: v.changeToken as string | null,
-    etag: v.etag as string | null,
-    export: {
-      file: exp.file,
-      bytes: exp.bytes as number,
-      sha256: exp.sha256 as string,
-      documents: exp.documents as number,
-    },
-    mediaPrefix: v.mediaPrefix as string | null,
-    mediaDir: v.mediaDir as string | null,
-  };
-  const totals =
-    typeof summary === 'object' &&
-    summary !== null &&
-    isCount(summary.files) &&
-    isCount(summary.bytes) &&
-    isCount(summary.missing)
-      ? { files: summary.files, bytes: summary.bytes, missing: summary.missing }
-      : null;
-  return { head, summary: totals };
-}
-
-/** An entry read back, or why it is not one. */
-function entryOf(value: unknown): MediaEntry | string {
-  if (typeof value !== 'object' || value === null) return 'not an object';
-  const e = value as Record<string, unknown>;
-  if (typeof e.url !== 'string') return 'no url';
-  if (
-    typeof e.path === 'string' &&
-    isHex64(e.sha256) &&
-    isCount(e.bytes) &&
-    (e.contentType === null || typeof e.contentType === 'string')
-  ) {
-    return { path: e.path, url: e.url, bytes: e.bytes, sha256: e.sha256, contentType: e.contentType };
-  }
-  if (
-    (e.path === null || typeof e.path === 'string') &&
-    typeof e.missing === 'string' &&
-    (e.status === null || isCount(e.status))
-  ) {
-    return { path: e.path, url: e.url, missing: e.missing, status: e.status };
-  }
-  return 'neither a file (path, bytes, sha256, contentType) nor a missing one (path, missing, status)';
-}
-
-/**
- * The manifest's media entries in file order, one at a time; an entry of another shape comes as
- * `{ bad: why, index }`. Throws ManifestError when the file is not JSON or its media is no list.
- */
-export async function* manifestEntries(out: string): AsyncGenerator<MediaEntry | { bad: string; index: number }> {
-  const file = manifestFileOf(out);
-  const array = streamArray.asStream();
-  const done = pipeline(createReadStream(file), parser.asStream(), pick.asStream({ filter: 'media' }), array);
-  done.catch((err: Error) => array.destroy(err));
-  try {
-    for await (const { key, value } of array as AsyncIterable<{ key: number; value: unknown }>) {
-      const e = entryOf(value);
-      yield typeof e === 'string' ? { bad: e, index: key } : e;
-    }
-    await done;
-  } catch (err) {
-    throw new ManifestError(`${file}: its media list cannot be read: ${(err as Error).message}`);
   }
 }

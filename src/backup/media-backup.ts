@@ -22,14 +22,13 @@ import {
   ManifestWriter,
   ManifestError,
   isKept,
-  manifestEntries,
-  readManifestHead,
   refOfEntry,
   manifestFileOf,
   sumsFileOf,
   type ManifestHead,
   type MediaEntry,
 } from './manifest.js';
+import { manifestEntries, readManifestHead } from './manifest-read.js';
 import { fetchMedia, type MediaFetchOptions } from './media-fetch.js';
 import { compareRefs, keyCompare, MediaUrls, type MediaRef } from './media-path.js';
 import { mediaScanner } from './media-scan.js';

@@ -10,7 +10,8 @@
 import { STATUS_CODES } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request, type Dispatcher } from 'undici';
-import { decoder, header } from './download.js';
+import { decoder } from './body-streams.js';
+import { header } from './download.js';
 import { MediaStoreError, RefusedPath, type TempFile } from './media-store.js';
 
 /** Redirects followed for one fetch; one more is a failure. */

@@ -13,7 +13,8 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { createReadStream } from 'node:fs';
 import { request } from 'undici';
-import { acceptEncoding, decoder, header, refusal, type AttemptResult, type CutExport } from './download.js';
+import { decoder } from './body-streams.js';
+import { acceptEncoding, header, refusal, type AttemptResult, type CutExport } from './download.js';
 import { mergeDelta, spoolDelta, type IncrementalResult } from './incremental.js';
 import { before, rawDocument, spooledDocuments, type RawDocument } from './merge.js';
 import { fileEncodingOf, OutputError, writeAll } from './output.js';
@@ -154,6 +155,8 @@ interface ResumeOptions {
   timeoutS: number;
   /** Keep the final delta's token for --incremental. */
   keepToken: TokenOptions | null;
+  /** Ask for compression in transit for a plain PATH (--compressed); a compressed PATH always does. */
+  compressed?: boolean;
   /** Decoded bytes received by this attempt so far. */
   onBytes?: (bytes: number) => void;
 }
@@ -213,7 +216,7 @@ async function fetchRest(
       headers: {
         authorization: `Bearer ${o.key}`,
         accept: o.format === 'ndjson' ? 'application/x-ndjson' : 'application/json',
-        'accept-encoding': acceptEncoding(null),
+        'accept-encoding': acceptEncoding(null, (o.compressed ?? false) || fileEncodingOf(o.out) !== null),
       },
       headersTimeout: o.timeoutS * 1000,
       bodyTimeout: o.timeoutS * 1000,
@@ -224,7 +227,8 @@ async function fetchRest(
   if (res.statusCode !== 200) return { added: 0, result: await refusal(res) };
   const before = spool.documents;
   const decode = decoder((header(res.headers['content-encoding']) ?? 'identity').trim().toLowerCase());
-  // A cut connection fails the decoder, and the loop reading it.
+  // A cut connection fails the decoder, and the loop reading it (when it still reads: hence the no-op listener).
+  decode.on('error', () => {});
   res.body.on('error', (err) => decode.destroy(err));
   res.body.pipe(decode);
   try {

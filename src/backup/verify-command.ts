@@ -17,14 +17,12 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { BackupError } from './backup-command.js';
-import { decoder, teeTo } from './download.js';
+import { BackupError } from './backup-error.js';
+import { decoder, teeTo } from './body-streams.js';
 import {
   isKept,
-  manifestEntries,
   ManifestError,
   manifestFileOf,
-  readManifestHead,
   refOfEntry,
   sumLine,
   sumsFileOf,
@@ -32,6 +30,7 @@ import {
   type MediaEntry,
   type MediaSummary,
 } from './manifest.js';
+import { manifestEntries, readManifestHead } from './manifest-read.js';
 import { compareRefs, keyCompare, MediaUrls, type MediaRef } from './media-path.js';
 import { mediaScanner } from './media-scan.js';
 import { fileHash, MediaDir } from './media-store.js';
@@ -55,6 +54,8 @@ export interface VerifyResult {
 
 /** At most this many problems are printed one by one; the rest are counted. */
 const PRINTED_PROBLEMS = 1000;
+/** Media files checked at once: one at a time, a folder of small files waited on the disk for each. */
+const CHECKS_AT_ONCE = 16;
 
 /**
  * Verifies the backup at `o.file`, telling `problem` each problem found, one line each. Throws
@@ -244,6 +245,7 @@ async function checkMedia(
   report: (line: string) => void,
 ): Promise<MediaSummary> {
   const totals: MediaSummary = { files: 0, bytes: 0, missing: 0 };
+  const checks = new OrderedChecks(CHECKS_AT_ONCE, report);
   const store = await MediaDir.existing(dir);
   if (store === null) report(`${dir}: missing, or not a folder: no media file can be checked`);
   const entries = manifestEntries(file)[Symbol.asyncIterator]();
@@ -269,25 +271,25 @@ async function checkMedia(
     let index = 0;
     while (ref !== null || entry !== null) {
       if (entry !== null && 'bad' in entry) {
-        report(`${manifestFileOf(file)}: media entry ${entry.index} is ${entry.bad}`);
+        await checks.now(`${manifestFileOf(file)}: media entry ${entry.index} is ${entry.bad}`);
         entry = await nextEntry();
         index++;
         continue;
       }
       if (entry !== null && last !== null && compareRefs(refOfEntry(last), refOfEntry(entry)) >= 0) {
-        report(
+        await checks.now(
           `${manifestFileOf(file)}: media entry ${index} (${entry.path ?? entry.url}) is out of order or repeated: the rest of the list is not checked`,
         );
         break;
       }
       const c = ref === null ? 1 : entry === null ? -1 : keyCompare(ref, refOfEntry(entry));
       if (c < 0) {
-        report(`${ref!.url}: a media URL of the export that ${manifestFileOf(file)} does not list`);
+        await checks.now(`${ref!.url}: a media URL of the export that ${manifestFileOf(file)} does not list`);
         ref = await nextRef();
         continue;
       }
       if (c > 0 && refs !== null)
-        report(
+        await checks.now(
           `${entry!.path ?? entry!.url}: listed in ${manifestFileOf(file)} but no media URL of the export names it`,
         );
       else ref = await nextRef();
@@ -298,10 +300,11 @@ async function checkMedia(
         totals.files++;
         totals.bytes += e.bytes;
         await sums.expect(sumLine(e.sha256, `${head.mediaDir}/${e.path}`));
-        if (store !== null) await checkFile(store, dir, e, report);
+        if (store !== null) await checks.add(checkFile(store, dir, e));
       } else totals.missing++;
       entry = await nextEntry();
     }
+    await checks.drain();
   } finally {
     await entries.return?.(undefined);
     await refs?.return?.(undefined);
@@ -309,16 +312,58 @@ async function checkMedia(
   return totals;
 }
 
+/** A listed media file in DIR: its problem, or null when it has the manifest's size and SHA-256. */
 async function checkFile(
   store: MediaDir,
   dir: string,
   e: Extract<MediaEntry, { sha256: string }>,
-  report: (line: string) => void,
-): Promise<void> {
+): Promise<string | null> {
   const where = path.join(dir, e.path);
   const found = await store.inspect(e.path);
-  if (typeof found === 'string') return report(`${where}: ${found}`);
-  if (found.size !== e.bytes) return report(`${where}: ${found.size} bytes, the manifest says ${e.bytes}`);
+  if (typeof found === 'string') return `${where}: ${found}`;
+  if (found.size !== e.bytes) return `${where}: ${found.size} bytes, the manifest says ${e.bytes}`;
   const sha256 = await fileHash(found.target, found.size).catch((err: Error) => `unreadable (${err.message})`);
-  if (sha256 !== e.sha256) report(`${where}: SHA-256 ${sha256}, the manifest says ${e.sha256}`);
+  return sha256 === e.sha256 ? null : `${where}: SHA-256 ${sha256}, the manifest says ${e.sha256}`;
+}
+
+/**
+ * Up to `width` file checks at once, their problems reported in the order the checks were added;
+ * a problem found on the spot waits for the checks before it, so the lines come in list order.
+ */
+class OrderedChecks {
+  readonly #queue: Promise<{ line: string | null } | { error: unknown }>[] = [];
+
+  constructor(
+    private readonly width: number,
+    private readonly report: (line: string) => void,
+  ) {}
+
+  /** Adds a running check; waits for the oldest when `width` are running. */
+  async add(check: Promise<string | null>): Promise<void> {
+    // Settled into a value at once, so a failure waiting in the queue is never an unhandled rejection.
+    this.#queue.push(
+      check.then(
+        (line) => ({ line }),
+        (error: unknown) => ({ error }),
+      ),
+    );
+    if (this.#queue.length >= this.width) await this.#next();
+  }
+
+  /** Reports `line` after the problems of every check added before it. */
+  async now(line: string): Promise<void> {
+    await this.drain();
+    this.report(line);
+  }
+
+  /** Waits for every check, reporting their problems. Throws what a check threw. */
+  async drain(): Promise<void> {
+    while (this.#queue.length > 0) await this.#next();
+  }
+
+  async #next(): Promise<void> {
+    const done = await this.#queue.shift()!;
+    if ('error' in done) throw done.error;
+    if (done.line !== null) this.report(done.line);
+  }
 }

@@ -17,6 +17,7 @@ interface BackupCliOptions {
   incremental?: boolean;
   retries: number;
   timeout: number;
+  compressed?: boolean;
   keyFile?: string;
   quiet?: boolean;
   mediaDir?: string;
@@ -63,6 +64,10 @@ export function registerClientCommands(program: Command, { print, config, intege
       5,
     )
     .option('--timeout <seconds>', 'longest wait for the server to answer or send more data', integerOption, 300)
+    .option(
+      '--compressed',
+      'for a plain PATH, ask for the export compressed in transit and decode it here (a slow link; a .gz, .br or .zst PATH always is)',
+    )
     .option('--key-file <file>', 'read the API key from this file instead of KB_EXPORT_API_KEY')
     .option('--quiet', 'no progress and no final line')
     .option(
@@ -119,6 +124,7 @@ export function registerClientCommands(program: Command, { print, config, intege
             incremental: Boolean(opts.incremental),
             retries: opts.retries,
             timeoutS: opts.timeout,
+            compressed: Boolean(opts.compressed),
             quiet: Boolean(opts.quiet),
             ...(opts.keyFile !== undefined ? { keyFile: opts.keyFile } : {}),
             ...(opts.mediaDir !== undefined ? { mediaDir: opts.mediaDir } : {}),
@@ -166,7 +172,7 @@ export function registerClientCommands(program: Command, { print, config, intege
     )
     .action(async (file: string, opts: { mediaDir?: string; quiet?: boolean }) => {
       const { verifyBackup } = await import('../backup/verify-command.js');
-      const { BackupError } = await import('../backup/backup-command.js');
+      const { BackupError } = await import('../backup/backup-error.js');
       try {
         const r = await verifyBackup(
           { file, ...(opts.mediaDir !== undefined ? { mediaDir: opts.mediaDir } : {}) },

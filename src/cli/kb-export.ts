@@ -135,6 +135,15 @@ program
   );
 
 program
+  .command('backfill')
+  .description(
+    'fill the export text of documents written before migration 0009, a batch of rows per transaction (resumable; exports are right meanwhile)',
+  )
+  .action(
+    action(async () => import('./backfill-command.js').then(({ backfillCommand }) => backfillCommand(config(), print))),
+  );
+
+program
   .command('import-html')
   .description('turn a folder of HTML pages into a knowledge base: folders become categories, pages documents')
   .argument('<dir>', 'folder of .html/.htm pages (nested folders included)')

@@ -15,7 +15,7 @@ import { existsSync } from 'node:fs';
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { BackupError, exportUrl } from '../backup/backup-command.js';
-import { readManifestHead } from '../backup/manifest.js';
+import { readManifestHead } from '../backup/manifest-read.js';
 import { runFileBackup } from '../backup/media-backup.js';
 import { MediaUrls } from '../backup/media-path.js';
 import { ConvertPool, DEFAULT_BUDGET, type ConvertBudget } from './convert-pool.js';

@@ -112,6 +112,18 @@ t.test('another encoding, or none: decoded, verified and compressed by the clien
   t.same(leftovers(), []);
 });
 
+t.test('a plain PATH asks for the identity body, as curl -o does; --compressed asks for compression', async (t) => {
+  const plain = await backup('identity', 'p.json');
+  t.equal(plain.code, 0, plain.stderr);
+  t.equal(stub.requests.at(-1)!.headers['accept-encoding'], 'identity', 'no compression in transit');
+  t.ok(readFileSync(path.join(dir, 'p.json')).equals(body));
+  const compressed = await backup('gzip', 'q.json', '--compressed');
+  t.equal(compressed.code, 0, compressed.stderr);
+  t.match(stub.requests.at(-1)!.headers['accept-encoding'], /\bgzip\b/, '--compressed offers gzip');
+  t.ok(readFileSync(path.join(dir, 'q.json')).equals(body), 'decoded into the plain file');
+  t.same(leftovers(), []);
+});
+
 t.test('a compressed body that is not whole is refused: PATH untouched, no temporary file', async (t) => {
   for (const [name, book, why] of [
     ['f.json.gz', 'gzip-notrailer', /unexpected end of file/],

@@ -167,6 +167,20 @@ t.test('an edited manifest', async (t) => {
   t.match(gone.problems, [/kb\.json\.manifest\.json: missing/]);
 });
 
+t.test('a manifest laid out otherwise: read as JSON when whole, named when one line breaks the layout', async (t) => {
+  const pretty = await verifyAfter((f) =>
+    editJson(path.join(f, 'kb.json.manifest.json'), (s) => `${JSON.stringify(JSON.parse(s), null, 2)}\n`),
+  );
+  t.equal(pretty.code, 0, `reformatted by another tool, the same manifest: ${pretty.problems.join('; ')}`);
+  t.same(pretty.problems, []);
+
+  const comma = await verifyAfter((f) =>
+    editJson(path.join(f, 'kb.json.manifest.json'), (s) => s.replace(/(\n\{"path":"img\/a\.png"[^\n]*),\n/, '$1\n')),
+  );
+  t.equal(comma.code, 1);
+  t.match(comma.problems.join('\n'), /kb\.json\.manifest\.json: its media list cannot be read: line \d+ has no comma/);
+});
+
 t.test('an edited PATH.sha256', async (t) => {
   const r = await verifyAfter((f) =>
     editJson(path.join(f, 'kb.json.sha256'), (s) => s.replace('media/img/b.png', 'media/img/B.png')),

@@ -19,13 +19,13 @@ async function twoBooks(sql: Sql): Promise<void> {
   await seed(sql, simpleSeed([doc('e1', 'a0')], { user: 'u2' }));
 }
 
-/** The row of document `id` as JSON, the tracking columns apart, and its changed_xid and changed_xid_no_html. */
+/** The row of document `id` as JSON, the tracking columns and the export text (sql/0009, test/db/export-text.test.ts) apart, and its changed_xid and changed_xid_no_html. */
 async function row(
   sql: Sql,
   id: string,
 ): Promise<{ data: Record<string, unknown>; xid: string; noHtml: string } | undefined> {
   const [r] = await sql<{ data: Record<string, unknown>; xid: string; noHtml: string }[]>`
-    SELECT to_jsonb(d) - 'changed_xid' - 'changed_xid_no_html' AS data, changed_xid::text AS xid, changed_xid_no_html::text AS "noHtml"
+    SELECT to_jsonb(d) - 'changed_xid' - 'changed_xid_no_html' - 'export_head' - 'export_mid' AS data, changed_xid::text AS xid, changed_xid_no_html::text AS "noHtml"
     FROM documents d WHERE id = ${id}`;
   return r;
 }

@@ -35,6 +35,11 @@ class Versions {
 const CHANGES = EXPORTED_COLUMN_CHANGES;
 /** Kept by triggers for deltas (sql/0006, sql/0007, test/db/change-tracking.test.ts), never exported. */
 const TRACKING_COLUMNS = ['changed_xid', 'changed_xid_no_html'];
+/**
+ * The exported columns' JSON text, kept by a trigger (sql/0009, test/db/export-text.test.ts): built
+ * from exported columns alone, so the version follows those.
+ */
+const EXPORT_TEXT_COLUMNS = ['export_head', 'export_mid'];
 
 async function twoBooks(sql: Sql): Promise<void> {
   await seed(sql, simpleSeed([doc('d1', 'a0', { contentHtml: '<p>one</p>' }), doc('d2', 'a1')]));
@@ -47,7 +52,7 @@ t.test('every document column is either exported (and changes the version) or an
     SELECT column_name FROM information_schema.columns WHERE table_name = 'documents' ORDER BY column_name`;
   t.same(
     columns.map((c) => c.column_name),
-    [...Object.keys(CHANGES), ...EDITOR_COLUMNS, ...TRACKING_COLUMNS].sort(),
+    [...Object.keys(CHANGES), ...EDITOR_COLUMNS, ...TRACKING_COLUMNS, ...EXPORT_TEXT_COLUMNS].sort(),
     'a new column needs a decision here and in sql/0003_export_version_random.sql and sql/0006_change_tracking.sql',
   );
 });
@@ -201,7 +206,7 @@ t.test('a token set for the whole session does not pin versions across transacti
 });
 
 t.test(
-  "documents has no BEFORE UPDATE trigger but the change tracking's: the UPDATE OF trigger would miss its changes",
+  "documents has no BEFORE UPDATE trigger but the change tracking's and the export text's: the UPDATE OF trigger would miss its changes",
   async (t) => {
     const { sql } = await createTestDatabase(t);
     const before = await sql<{ tgname: string }[]>`
@@ -210,8 +215,8 @@ t.test(
     ORDER BY tgname`;
     t.same(
       before.map((r) => r.tgname),
-      ['documents_changed_xid_guard', 'documents_changed_xid_update'],
-      'see sql/0003_export_version_random.sql; these two write changed_xid and changed_xid_no_html alone (test/db/change-tracking.test.ts)',
+      ['documents_changed_xid_guard', 'documents_changed_xid_update', 'documents_export_text_update'],
+      'see sql/0003_export_version_random.sql; the first two write changed_xid and changed_xid_no_html alone (test/db/change-tracking.test.ts), the third export_head and export_mid alone (sql/0009)',
     );
   },
 );

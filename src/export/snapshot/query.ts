@@ -1,5 +1,4 @@
 /** The export's SQL: exported columns only, never the editor formats (export-api.md 2.2 rule 2, D7.2). */
-import { iso } from '../request/book.js';
 import type { ExportOptions } from '../request/export-request.js';
 
 export interface DocumentQueryOptions extends ExportOptions {
@@ -34,42 +33,27 @@ const plansRead = (opts: DocumentQueryOptions) => opts.includeContentHtml && opt
 const storedPlan = (value: string) =>
   `CASE WHEN content_html <> '' THEN (SELECT ${value} FROM rewrite_plans WHERE document_id = documents.id) END`;
 
+/** The fixed fields' JSON text as sql/0009 stores it, built by its functions where a row's is still NULL. */
+const HEAD =
+  'coalesce(export_head, kbx_export_head(id, slug, name, type, parent_id, order_key, description, emoji_info))';
+const MID =
+  'coalesce(export_mid, kbx_export_mid(tags, theme_id, background_theme_id, body_font_size, created_at, updated_at))';
+
 /**
  * Six values per row, three of them NULL for a document without a cover, the stored plan NULL
  * unless there is one (encode/rows.ts): each non-NULL value is an object per row in Node. Reading
- * the plan here, not in a query per batch, spares that query's wait behind the next FETCH. A column
- * added here must join those sql/0003 and sql/0006 compare, or its changes would reach neither the
- * export version nor a delta.
+ * the plan here, not in a query per batch, spares that query's wait behind the next FETCH. The
+ * fields before the cover and between it and contentStr are read as sql/0009 keeps them (its
+ * functions define their bytes). A column added here must join those sql/0003 and sql/0006
+ * compare, or its changes would reach neither the export version nor a delta.
  */
 export function documentQuery(opts: DocumentQueryOptions, filter = ''): string {
-  const head = [
-    `'{"id":' || ${json('id')}`,
-    `',"slug":' || ${json('slug')}`,
-    `',"name":' || ${json('name')}`,
-    `',"type":' || ${json('type')}`,
-    `',"parentId":' || ${json('parent_id', true)}`,
-    `',"orderKey":' || ${json('order_key')}`,
-    `',"description":' || ${json('description', true)}`,
-    `',"emojiInfo":' || ${json('emoji_info', true)}`,
-    `',"cover":'`,
-  ];
-  const tail = [
-    `',"tags":' || CASE WHEN tags IS NULL OR cardinality(tags) = 0 THEN 'null' ELSE to_json(tags)::text END`,
-    `',"themeId":' || ${withDefault('theme_id', 'default')}`,
-    `',"backgroundThemeId":' || ${withDefault('background_theme_id', 'transparent')}`,
-    // Quoted without to_json: nothing in them needs escaping (sql/0001's CHECK, to_char's digits).
-    `',"bodyFontSize":"' || coalesce(body_font_size, 'default') || '"'`,
-    `',"createdAt":"' || ${iso('created_at')} || '"'`,
-    `',"updatedAt":"' || ${iso('updated_at')} || '"'`,
-    `',"contentStr":' || ${json('content_str', true)}`,
-    `',"contentHtml":'`,
-  ];
+  const tail = `${MID} || ${json('content_str', true)} || ',"contentHtml":'`;
   // Without a cover nothing before contentHtml is rewritten: one value instead of four, fewer objects per row.
   const coverless = (yes: string, no: string) => `CASE WHEN nullif(cover_url, '') IS NULL THEN ${yes} ELSE ${no} END`;
-  const [h, t] = [head.join(' || '), tail.join(' || ')];
   return `
-  SELECT ${coverless(`${h} || 'null' || ${t}`, h)}, ${coverless('NULL', 'cover_url')},
-         ${coverless('NULL', withDefault('cover_position', 'center'))}, ${coverless('NULL', t)},
+  SELECT ${coverless(`${HEAD} || 'null' || ${tail}`, HEAD)}, ${coverless('NULL', 'cover_url')},
+         ${coverless('NULL', withDefault('cover_position', 'center'))}, ${coverless('NULL', tail)},
          ${opts.includeContentHtml ? "to_json(nullif(content_html, ''))" : 'NULL::json'}, ${plansRead(opts) ? storedPlan('plan_key || plan') : 'NULL::bytea'}
   ${documentsOf(opts, filter)}
   ${ORDER}`;

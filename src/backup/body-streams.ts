@@ -1,0 +1,52 @@
+/**
+ * The streams a downloaded or saved export passes through: a decoder for its Content-Encoding, a
+ * byte counter, and a tee to a verifier beside it. Apart from download.ts, so that reading a
+ * backup back (verify) loads no HTTP client.
+ */
+import { PassThrough, Transform, type Writable } from 'node:stream';
+import zlib from 'node:zlib';
+import { hasZstd } from './output.js';
+
+/** A decompressor for a response's Content-Encoding (a pass-through for identity). */
+export function decoder(encoding: string): Transform {
+  if (encoding === 'gzip') return zlib.createGunzip({ chunkSize: 64 * 1024 });
+  if (encoding === 'br') return zlib.createBrotliDecompress({ chunkSize: 64 * 1024 });
+  if (encoding === 'zstd' && hasZstd())
+    return (zlib as unknown as { createZstdDecompress(): Transform }).createZstdDecompress();
+  return new PassThrough();
+}
+
+/** A Transform that counts the bytes passing through it. */
+export function counter(onBytes: (bytes: number) => void): Transform {
+  let bytes = 0;
+  return new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      bytes += chunk.length;
+      onBytes(bytes);
+      cb(null, chunk);
+    },
+  });
+}
+
+/**
+ * Passes every chunk on unchanged and writes it to `side` too, at the pace of the slower of the
+ * two; ends once `side` finished. `side` is the first stage of `sideDone`, whose failure fails this.
+ */
+export function teeTo(side: Writable, sideDone: Promise<void>): Transform {
+  const tee = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      if (side.write(chunk)) cb(null, chunk);
+      else side.once('drain', () => cb(null, chunk));
+    },
+    flush(cb) {
+      side.end();
+      sideDone.then(() => cb(), cb);
+    },
+    destroy(err, cb) {
+      side.destroy();
+      cb(err);
+    },
+  });
+  sideDone.catch((err: Error) => tee.destroy(err));
+  return tee;
+}
