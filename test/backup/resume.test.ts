@@ -30,6 +30,17 @@ const dir = mkdtempSync(path.join(os.tmpdir(), 'kbx-resume-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 const leftovers = () => readdirSync(dir).filter((f) => f.endsWith('.tmp') || f.includes('.parts.'));
 
+/**
+ * A proxy to the server at 256 KB/s. What a socket and a decoder still hold when the link is cut is
+ * lost, and at loopback speed that can be all an attempt received: slowed, the client has decoded
+ * what came before each cut, and every attempt brings whole documents.
+ */
+async function linkOfCuts(t: Parameters<typeof startTcpProxy>[0]) {
+  const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
+  proxy.throttle(256 * 1024);
+  return proxy;
+}
+
 async function direct(accept: string): Promise<Buffer> {
   const res = await request(`${server.url}${PATH}`, { headers: { authorization: 'Bearer kbx_u1', accept } });
   return Buffer.from(await res.body.arrayBuffer());
@@ -80,7 +91,7 @@ for (const [name, accept, decode, cutBytes, more] of [
   t.test(
     `${name}${more.length ? ` ${more.join(' ')}` : ''}: cut every ${cutBytes} bytes while a writer changes documents, the backup is one snapshot's export`,
     async (t) => {
-      const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
+      const proxy = await linkOfCuts(t);
       const file = path.join(dir, name);
       const format = accept === 'application/json' ? 'json' : 'ndjson';
       const args = [
@@ -118,7 +129,7 @@ for (const [name, accept, decode, cutBytes, more] of [
 t.test(
   'a cut before any whole document starts again; cuts that each move the export on never run out of retries',
   async (t) => {
-    const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
+    const proxy = await linkOfCuts(t);
     const file = path.join(dir, 'early.json');
     proxy.cutAfter(200);
     const early = await runBackupCli([
@@ -161,7 +172,7 @@ t.test(
 t.test(
   "with --incremental a resumed backup keeps the delta's token, and the next run merges from it; with --if-changed it keeps no ETag",
   async (t) => {
-    const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
+    const proxy = await linkOfCuts(t);
     const base = ['--server', `http://127.0.0.1:${proxy.port}`, '--book', 'kb'];
     const inc = path.join(dir, 'inc.ndjson');
     proxy.cutEvery(150_000);
