@@ -15,7 +15,7 @@ import { finished } from 'node:stream/promises';
 import type postgres from 'postgres';
 import { hashApiKey } from '../../src/auth/api-key.js';
 import type { SeedDocument } from '../../src/load/seed-types.js';
-import { editorState } from '../../src/load/seed-writer.js';
+import { DOC_COLUMNS, editorState } from '../../src/load/seed-writer.js';
 import { documentsForSize, generatedBook, type SizeName } from '../../src/generate/sizes.js';
 import { generateDocuments } from '../../src/generate/generator.js';
 import { inTransaction } from '../../src/db/transaction.js';
@@ -24,32 +24,6 @@ type Sql = postgres.Sql;
 type Tx = postgres.TransactionSql<Record<string, never>>;
 /** The parts of postgres.js's query object used here; `reject` is internal (see copyDocuments). */
 type PendingQuery = { writable(): Promise<Writable>; reject?: (err: unknown) => void };
-
-/** Columns written by COPY, in the order of SeedWriter's INSERT (src/load/seed-writer.ts). */
-const COPY_COLUMNS = [
-  'id',
-  'book_id',
-  'slug',
-  'name',
-  'type',
-  'parent_id',
-  'order_key',
-  'status',
-  'description',
-  'emoji_info',
-  'cover_url',
-  'cover_position',
-  'tags',
-  'theme_id',
-  'background_theme_id',
-  'body_font_size',
-  'created_at',
-  'updated_at',
-  'content_str',
-  'content_html',
-  'content_yjs',
-  'content_json',
-] as const;
 
 const COPY_SPECIAL = /[\\\n\r\t\0]/;
 const COPY_SPECIAL_ALL = /[\\\n\r\t\0]/g;
@@ -190,7 +164,7 @@ async function copyDocuments(
     failure ??= err instanceof Error ? err : new Error(String(err));
     signal(failure);
   };
-  const query = tx.unsafe(`COPY documents (${COPY_COLUMNS.join(', ')}) FROM STDIN`) as unknown as PendingQuery;
+  const query = tx.unsafe(`COPY documents (${DOC_COLUMNS.join(', ')}) FROM STDIN`) as unknown as PendingQuery;
   // postgres.js 3.4 never settles an ended COPY writable when PostgreSQL rejects the data after
   // CopyDone (porsager/postgres#1173: no 'finish', no 'error'); the server's error then reaches
   // only the query's own reject, so it is tapped here. Errors before CopyDone also destroy the stream.

@@ -38,8 +38,6 @@ interface BackupOptions {
 
 import { BackupError } from './backup-error.js';
 
-export { BackupError };
-
 const RETRY_AFTER_CAP_S = 60;
 const BACKOFF_MAX_MS = 30_000;
 

@@ -6,16 +6,16 @@
  * deduplicated in bounded memory (sorted-spill.ts), matched in that order with the last manifest's
  * entries (a file still there with the size and SHA-256 listed is not fetched again, unless
  * `--media-refresh`), fetched at a bounded concurrency (media-fetch.ts) into DIR (media-store.ts),
- * and listed in the manifest in that same order, each once it and those before it are done. A
- * media file that cannot be fetched is listed with why; the command then exits 4 (the export is
- * saved, N media are missing), apart from 1 (DIR or the manifest could not be written). A
- * `--if-changed` run answered 304 keeps the manifest as it is (D3, D13.3).
+ * and listed in the manifest in that same order. A media file that cannot be fetched is listed
+ * with why, and the command exits 4 (the export saved, N media missing), not 1 (DIR or the
+ * manifest unwritable). A `--if-changed` 304 keeps the manifest as it is (D3, D13.3).
  */
 import { once } from 'node:events';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Agent } from 'undici';
-import { apiKey, BackupError, runBackup } from './backup-command.js';
+import { apiKey, runBackup } from './backup-command.js';
+import { BackupError } from './backup-error.js';
 import type { AttemptResult, WrittenFile } from './download.js';
 import { decompressed } from './export-reader.js';
 import {

@@ -6,8 +6,7 @@
  * refused, never followed. A file arrives in a temporary file at DIR's top (opened O_EXCL and
  * O_NOFOLLOW), is hashed as it is written, fsynced, and renamed to its place only once whole;
  * the folders it went into are fsynced before the manifest names it. DIR itself may be a link
- * (the user's choice); what is below it is the server's, and is not trusted.
- * Two errors: `RefusedPath`, one media item that cannot be kept (listed as missing), and
+ * (the user's choice); what is below it is the server's, not trusted. Two errors: `RefusedPath`, one media item that cannot be kept (listed as missing), and
  * `MediaStoreError`, DIR that cannot be written at all (a full disk, no permission on DIR, a
  * read-only file system): the command stops, as a backup does when PATH cannot be written.
  */

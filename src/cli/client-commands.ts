@@ -110,7 +110,7 @@ export function registerClientCommands(program: Command, { print, config, intege
     )
     .action(async (opts: BackupCliOptions) => {
       const { runFileBackup } = await import('../backup/media-backup.js');
-      const { BackupError } = await import('../backup/backup-command.js');
+      const { BackupError } = await import('../backup/backup-error.js');
       try {
         const outcome = await runFileBackup(
           {
@@ -237,7 +237,7 @@ export function registerClientCommands(program: Command, { print, config, intege
         quiet?: boolean;
       }) => {
         const { runChanges } = await import('../backup/changes-command.js');
-        const { BackupError } = await import('../backup/backup-command.js');
+        const { BackupError } = await import('../backup/backup-error.js');
         try {
           const line = await runChanges(
             {

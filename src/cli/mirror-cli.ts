@@ -20,7 +20,7 @@ const HELP = `
   DIR gets the knowledge base's tree: a category, and a document with children, is a folder with
   its own page as index.md (index.html); any other document is NAME.md, NAME from its slug (made
   safe on Linux, macOS and Windows; among siblings that would share a name, ignoring case, the one
-  created first keeps it and the others get -XXXXXXXX from their id). Each page starts with a YAML
+  created first keeps it and each other one gets a dash and 8 hex digits from its id). Each page starts with a YAML
   frontmatter (id, title, slug, type, parentId, orderKey, tags, description, emoji, cover,
   createdAt, updatedAt); a relative link naming another document's slug (other-doc, other-doc.html)
   leads to its page. SUMMARY.md lists every page in the tree's order (mdBook, GitBook);
@@ -75,7 +75,7 @@ export function registerMirrorCommand(program: Command, integerOption: (value: s
 /** Runs `kb-export mirror` with the parsed options; sets the exit code (mirror-command.ts lists them). */
 async function mirrorAction(opts: MirrorCliOptions): Promise<void> {
   const { runMirror } = await import('../mirror/mirror-command.js');
-  const { BackupError } = await import('../backup/backup-command.js');
+  const { BackupError } = await import('../backup/backup-error.js');
   try {
     const r = await runMirror(
       {

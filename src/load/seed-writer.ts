@@ -14,7 +14,8 @@ export interface LoadSummary {
 
 type Tx = TransactionSql<Record<string, never>>;
 
-const DOC_COLUMNS = [
+/** The documents' columns the loaders write, in this INSERT's order (bench/lib's COPY loader too). */
+export const DOC_COLUMNS = [
   'id',
   'book_id',
   'slug',
