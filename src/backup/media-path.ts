@@ -22,6 +22,10 @@ const NO_SERVER = 'http://kb-export.invalid/';
 /** Longest file name most file systems take, in bytes. */
 const NAME_MAX = 255;
 
+/** Names of 1 to NAME_MAX plain characters, joined by single slashes. */
+const PLAIN_TAIL = new RegExp(`^[A-Za-z0-9._~-]{1,${NAME_MAX}}(?:/[A-Za-z0-9._~-]{1,${NAME_MAX}})*$`);
+const DOT_SEGMENT = /(?:^|\/)\.{1,2}(?:\/|$)/;
+
 const FORBIDDEN_IN_NAME = /[/\\\u0000-\u001f\u007f]/;
 
 const isAsciiWhitespace = (c: number) => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0c || c === 0x0d;
@@ -57,6 +61,8 @@ export function keyCompare(a: MediaRef, b: MediaRef): number {
 export class MediaUrls {
   readonly prefixUrl: URL;
   private readonly base: URL;
+  /** Whether a URL the prefix's bytes begin can be read without the URL parser (see refOf). */
+  private readonly plainPrefix: boolean;
 
   /** Throws when the prefix is not a URL even against `server` (a bad Export-Media-Prefix). */
   constructor(
@@ -71,6 +77,11 @@ export class MediaUrls {
     this.prefixUrl = new URL(prefix, base);
     this.prefixUrl.search = '';
     this.prefixUrl.hash = '';
+    const p = this.prefixUrl;
+    // As written, the prefix is what the parser would make of it: a tail of plain names after it
+    // then stays as it is, and the parser has nothing to change.
+    const relative = prefix.startsWith('/') && !prefix.startsWith('//') && !prefix.startsWith('/\\');
+    this.plainPrefix = p.pathname.endsWith('/') && prefix === (relative ? p.pathname : p.href);
   }
 
   /** Whether an attribute value or cover URL, trimmed, is this service's media: it starts with the prefix. */
@@ -89,8 +100,21 @@ export class MediaUrls {
     }
   }
 
-  /** Where a value that matches is kept below DIR, or why it is not. */
+  /**
+   * Where a value that matches is kept below DIR, or why it is not. A value that is the prefix and
+   * then plain names (letters, digits, `-._~`, no `.` or `..` segment) is read as it stands: the
+   * URL parser would resolve, encode and decode nothing in it, and most media URLs are such.
+   */
   refOf(value: string): MediaRef {
+    if (this.plainPrefix && value.length > this.prefix.length && value.startsWith(this.prefix)) {
+      const tail = value.slice(this.prefix.length);
+      if (PLAIN_TAIL.test(tail) && !DOT_SEGMENT.test(tail)) return { path: tail, url: value };
+    }
+    return this.parsedRef(value);
+  }
+
+  /** refOf() by the URL parser alone: the rule as written, which refOf's shortcut must agree with. */
+  parsedRef(value: string): MediaRef {
     const url = this.fetchUrl(value);
     if (url === null) return { path: null, url: value, why: 'not a URL' };
     const prefix = this.prefixUrl;

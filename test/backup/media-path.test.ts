@@ -81,3 +81,60 @@ t.test("the manifest's order: paths first by path, then refused URLs; the URL br
   t.equal([...refs].sort(compareRefs)[0]!.url, '/media/a/b.png?v=1');
   t.equal(keyCompare(refs[2]!, refs[4]!), 0, 'one path, one entry, whatever the query');
 });
+
+t.test("refOf's shortcut for plain names agrees with the URL parser on random URLs", async (t) => {
+  // Characters that the parser resolves, encodes, decodes or cuts at, beside plain ones.
+  const alphabet = [
+    'a',
+    'Z',
+    '0',
+    '-',
+    '_',
+    '~',
+    '.',
+    '.',
+    '/',
+    '/',
+    '%2e',
+    '%2F',
+    '%',
+    '\\',
+    '?',
+    '#',
+    ' ',
+    'é',
+    ':',
+    '@',
+  ];
+  const prefixes: [string, string | null][] = [
+    ['/media/', 'http://127.0.0.1:3000/base'],
+    ['/media/', null],
+    ['https://cdn.example.com/m/', 'http://127.0.0.1:3000'],
+    ['https://CDN.example.com/m/', null],
+    ['/media', 'http://127.0.0.1:3000'],
+    ['/a%20b/', null],
+  ];
+  let seed = 42;
+  const random = (n: number) => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed % n;
+  };
+  let shortcut = 0;
+  for (const [prefix, server] of prefixes) {
+    const media = new MediaUrls(prefix, server);
+    for (let i = 0; i < 4000; i++) {
+      let tail = '';
+      const length = 1 + random(12);
+      for (let k = 0; k < length; k++) tail += alphabet[random(i % 3 === 0 ? 7 : alphabet.length)];
+      const value = prefix + tail;
+      const want = media.parsedRef(value);
+      const got = media.refOf(value);
+      if (got.path !== want.path || got.why !== want.why)
+        t.fail(`${value}: ${JSON.stringify(got)} ≠ ${JSON.stringify(want)}`);
+      if (got.path !== null && !/[%\\?#]/.test(value)) shortcut++;
+    }
+  }
+  t.ok(shortcut > 1000, `the shortcut was taken (${shortcut} plain URLs)`);
+  t.same(rel.refOf(`/media/${'a'.repeat(256)}`), rel.parsedRef(`/media/${'a'.repeat(256)}`), 'a name too long');
+  t.equal(rel.refOf('/media/a/../b').path, 'b', 'a dot segment goes to the parser');
+});
