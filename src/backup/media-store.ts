@@ -115,7 +115,7 @@ export class MediaDir {
       let at = this.root;
       for (const name of names.slice(0, -1)) {
         at = path.join(at, name);
-        const kind = await kindOf(at);
+        const kind = kindOf(at);
         if (kind === 'folder') continue;
         if (kind !== 'missing')
           throw new RefusedPath(
@@ -124,7 +124,7 @@ export class MediaDir {
         if (!create) return null;
         await mkdir(at).catch(async (err: NodeJS.ErrnoException) => {
           // Made meanwhile (by another item of the same folder): fine if it is a folder.
-          if (err.code === 'EEXIST' && (await kindOf(at)) === 'folder') return;
+          if (err.code === 'EEXIST' && kindOf(at) === 'folder') return;
           throw classify(err, rel);
         });
         this.touched(path.dirname(at));
@@ -224,9 +224,13 @@ export class MediaDir {
 
 type Kind = 'folder' | 'file' | 'link' | 'other' | 'missing';
 
-async function kindOf(p: string): Promise<Kind> {
+/**
+ * Blocking, like the file's own lstat: with checks running at once, each had started walking a new
+ * folder on the thread pool before the first walk had marked it known.
+ */
+function kindOf(p: string): Kind {
   try {
-    const s = await lstat(p);
+    const s = lstatSync(p);
     return s.isSymbolicLink() ? 'link' : s.isDirectory() ? 'folder' : s.isFile() ? 'file' : 'other';
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'missing';
@@ -247,7 +251,7 @@ function classify(err: NodeJS.ErrnoException, rel: string): Error {
 export async function fileHash(file: string, size?: number): Promise<string> {
   // A small file is read at once, off the thread pool: four round trips through it per file were
   // most of the time a folder of thousands of small files took to check.
-  if (size !== undefined && size <= SMALL_FILE) return smallFileHash(file, size);
+  if (size !== undefined && size <= SMALL_FILE) return smallFileHash(file);
   const handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
   try {
     // Sized to the file: most media are small, and a 1 MiB buffer for each was most of the work.
@@ -267,11 +271,15 @@ export async function fileHash(file: string, size?: number): Promise<string> {
 /** Files up to this size (bytes) are hashed with blocking reads: a few microseconds each. */
 const SMALL_FILE = 256 * 1024;
 
-/** fileHash() of a file of about `size` bytes, read with blocking calls; reads on when it grew. */
-function smallFileHash(file: string, size: number): string {
+/** One buffer for every small file: a new one for each was most of the garbage of a check. */
+let smallBuffer: Buffer | null = null;
+
+/** fileHash() of a small file, read with blocking calls; reads on when it grew. */
+function smallFileHash(file: string): string {
   const fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW);
   try {
-    const buffer = Buffer.allocUnsafe(Math.max(1, size) + 1);
+    // Blocking calls only, so nothing else uses the buffer until this returns.
+    const buffer = (smallBuffer ??= Buffer.allocUnsafe(SMALL_FILE + 1));
     const hash = createHash('sha256');
     for (;;) {
       const n = readSync(fd, buffer, 0, buffer.length, null);
