@@ -3,7 +3,7 @@
  * byte counter, and a tee to a verifier beside it. Apart from download.ts, so that reading a
  * backup back (verify) loads no HTTP client.
  */
-import { PassThrough, Transform, type Writable } from 'node:stream';
+import { PassThrough, Readable, Transform, type Writable } from 'node:stream';
 import zlib from 'node:zlib';
 import { hasZstd } from './output.js';
 
@@ -49,4 +49,22 @@ export function teeTo(side: Writable, sideDone: Promise<void>): Transform {
   });
   sideDone.catch((err: Error) => tee.destroy(err));
   return tee;
+}
+
+/**
+ * A response body's chunks, ending where the body fails instead of failing: the stages after it
+ * then pass on and write what they hold, where a failure would have dropped it, so a resumed
+ * backup keeps every whole document the cut attempt received. `cut()` is the failure, or null
+ * when the body ended whole (D13.2).
+ */
+export function untilCut(body: Readable): { source: Readable; cut(): Error | null } {
+  let failure: Error | null = null;
+  async function* source(): AsyncGenerator<Buffer> {
+    try {
+      for await (const chunk of body) yield chunk as Buffer;
+    } catch (err) {
+      failure = err as Error;
+    }
+  }
+  return { source: Readable.from(source(), { objectMode: false }), cut: () => failure };
 }

@@ -7,7 +7,7 @@
  * compressed twice. Any other encoding is decoded, verified and compressed again for the file.
  */
 import { pipeline } from 'node:stream/promises';
-import { counter, decoder, teeTo } from './body-streams.js';
+import { counter, decoder, teeTo, untilCut } from './body-streams.js';
 import { request, type Dispatcher } from 'undici';
 import { fileEncodingOf, hasZstd, openOutput, OutputError, type FileEncoding } from './output.js';
 import type { TokenOptions } from './record.js';
@@ -164,16 +164,25 @@ export async function attemptBackup(o: AttemptOptions): Promise<AttemptResult> {
     bytes = n;
     o.onBytes?.(n);
   });
+  // A cut ends the body rather than failing it, so what the stages hold still reaches the file;
+  // the verifier then fails on a text cut short, which says nothing the cut did not.
+  const body = untilCut(res.body);
+  const unlessCut = (verified: Promise<void>) =>
+    verified.catch((err: unknown) => {
+      if (body.cut() === null) throw err;
+    });
   try {
     if (asSent) {
       // The server's bytes to the file; their decompressed copy to the verifier.
       const decode = decoder(contentEncoding);
-      const verified = pipeline(decode, count, verifier);
+      const verified = unlessCut(pipeline(decode, count, verifier));
       verified.catch(() => {});
-      await pipeline(res.body, teeTo(decode, verified), ...output.stages);
+      await pipeline(body.source, teeTo(decode, verified), ...output.stages);
     } else {
-      const verified = new Promise<void>((resolve, reject) => verifier.once('finish', resolve).once('error', reject));
-      await pipeline(res.body, decoder(contentEncoding), count, teeTo(verifier, verified), ...output.stages);
+      const verified = unlessCut(
+        new Promise<void>((resolve, reject) => verifier.once('finish', resolve).once('error', reject)),
+      );
+      await pipeline(body.source, decoder(contentEncoding), count, teeTo(verifier, verified), ...output.stages);
     }
   } catch (err) {
     res.body.destroy();
@@ -181,8 +190,10 @@ export async function attemptBackup(o: AttemptOptions): Promise<AttemptResult> {
       await output.abort();
       return { kind: 'unwritable', reason: err.message };
     }
-    return { kind: 'broken', reason: (err as Error).message, ...(await keptCut(output, res)) };
+    return { kind: 'broken', reason: (body.cut() ?? (err as Error)).message, ...(await keptCut(output, res)) };
   }
+  const cut = body.cut();
+  if (cut !== null) return { kind: 'broken', reason: cut.message, ...(await keptCut(output, res)) };
   const verdict = verifier.verdict();
   const why = incompleteReason(verdict);
   if (why !== null) return { kind: 'broken', reason: why, ...(await keptCut(output, res)) };

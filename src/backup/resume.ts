@@ -13,7 +13,7 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { createReadStream } from 'node:fs';
 import { request } from 'undici';
-import { decoder } from './body-streams.js';
+import { decoder, untilCut } from './body-streams.js';
 import { acceptEncoding, header, refusal, type AttemptResult, type CutExport } from './download.js';
 import { mergeDelta, spoolDelta, type IncrementalResult } from './incremental.js';
 import { before, rawDocument, spooledDocuments, type RawDocument } from './merge.js';
@@ -227,19 +227,23 @@ async function fetchRest(
   if (res.statusCode !== 200) return { added: 0, result: await refusal(res) };
   const before = spool.documents;
   const decode = decoder((header(res.headers['content-encoding']) ?? 'identity').trim().toLowerCase());
-  // A cut connection fails the decoder, and the loop reading it (when it still reads: hence the no-op listener).
+  // A cut ends the body, so the decoder passes on what it holds; a compressed one then fails, and
+  // the loop reading it with it (when it still reads: hence the no-op listener).
+  const body = untilCut(res.body);
   decode.on('error', () => {});
-  res.body.on('error', (err) => decode.destroy(err));
-  res.body.pipe(decode);
+  body.source.on('error', (err) => decode.destroy(err));
+  body.source.pipe(decode);
+  let failure: Error | null = null;
   try {
     await spool.appendResponse(counted(decode, o.onBytes));
   } catch (err) {
     res.body.destroy();
-    const added = spool.documents - before;
-    if (err instanceof OutputError) return { added, result: { kind: 'unwritable', reason: err.message } };
-    return { added, result: { kind: 'broken', reason: (err as Error).message } };
+    failure = err as Error;
   }
-  return { added: spool.documents - before, result: null };
+  const added = spool.documents - before;
+  if (failure instanceof OutputError) return { added, result: { kind: 'unwritable', reason: failure.message } };
+  failure = body.cut() ?? failure;
+  return { added, result: failure === null ? null : { kind: 'broken', reason: failure.message } };
 }
 
 /** `source`'s chunks, their running total of bytes told to `onBytes`. */

@@ -31,9 +31,9 @@ t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 const leftovers = () => readdirSync(dir).filter((f) => f.endsWith('.tmp') || f.includes('.parts.'));
 
 /**
- * A proxy to the server at 256 KB/s. What a socket and a decoder still hold when the link is cut is
- * lost, and at loopback speed that can be all an attempt received: slowed, the client has decoded
- * what came before each cut, and every attempt brings whole documents.
+ * A proxy to the server at 256 KB/s. The rest of a cut .gz export comes compressed and is decoded
+ * into the spool, and what the decoder holds when the link is cut is lost: at loopback speed that
+ * can be all an attempt received. Slowed, every attempt brings whole documents.
  */
 async function linkOfCuts(t: Parameters<typeof startTcpProxy>[0]) {
   const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });

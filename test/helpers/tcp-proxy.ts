@@ -63,6 +63,8 @@ class Pump {
   /** `from` sent its FIN: `to` is ended once `pending` is written. */
   private ended = false;
   private waitingDrain = false;
+  /** Forwards nothing more: its link is being cut. */
+  private stopped = false;
   private timer: NodeJS.Timeout | null = null;
   /** Earliest time the next byte may go, when throttled. */
   private nextAt = 0;
@@ -74,6 +76,7 @@ class Pump {
     readonly toClient: boolean,
   ) {
     from.on('data', (chunk: Buffer) => {
+      if (this.stopped) return;
       this.pending = this.pending ? Buffer.concat([this.pending, chunk]) : chunk;
       from.pause();
       this.flush();
@@ -92,7 +95,15 @@ class Pump {
   flush(): void {
     const { link, from, to } = this;
     const proxy = link.proxy;
-    if (proxy.stalled || this.waitingDrain || this.timer !== null || to.destroyed || link.closed || to.connecting)
+    if (
+      this.stopped ||
+      proxy.stalled ||
+      this.waitingDrain ||
+      this.timer !== null ||
+      to.destroyed ||
+      link.closed ||
+      to.connecting
+    )
       return;
     while (this.pending !== null) {
       let piece = this.pending;
@@ -114,8 +125,8 @@ class Pump {
         const allowed = link.budget;
         proxy.fired();
         proxy.counted.bytesToClient += allowed;
-        if (allowed > 0) to.write(piece.subarray(0, allowed));
-        link.cut();
+        if (allowed > 0) link.cutOnceWritten(piece.subarray(0, allowed));
+        else link.cut();
         return;
       }
       if (!this.toClient) proxy.counted.bytesToUpstream += piece.length;
@@ -134,6 +145,7 @@ class Pump {
   }
 
   stop(): void {
+    this.stopped = true;
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
     this.pending = null;
@@ -189,6 +201,19 @@ class Link {
   resumed(): void {
     if (this.deferredReset) this.finish();
     else this.flush();
+  }
+
+  /**
+   * The armed cut: `last` goes to the client, then the link is cut once the kernel has it (a second
+   * at most), so that every byte counted as sent was sent and not dropped from the socket's queue.
+   */
+  cutOnceWritten(last: Buffer): void {
+    for (const p of this.pumps) p.stop();
+    const timer = setTimeout(() => this.cut(), 1000);
+    this.client.write(last, () => {
+      clearTimeout(timer);
+      this.cut();
+    });
   }
 
   cut(): void {
