@@ -7,12 +7,24 @@ import { PassThrough, Readable, Transform, type Writable } from 'node:stream';
 import zlib from 'node:zlib';
 import { hasZstd } from './output.js';
 
-/** A decompressor for a response's Content-Encoding (a pass-through for identity). */
-export function decoder(encoding: string): Transform {
-  if (encoding === 'gzip') return zlib.createGunzip({ chunkSize: 64 * 1024 });
-  if (encoding === 'br') return zlib.createBrotliDecompress({ chunkSize: 64 * 1024 });
-  if (encoding === 'zstd' && hasZstd())
-    return (zlib as unknown as { createZstdDecompress(): Transform }).createZstdDecompress();
+/**
+ * A decompressor for a response's Content-Encoding (a pass-through for identity). `endsEarly`: a
+ * stream that stops inside a block ends the output with what decoded instead of failing; only for
+ * bytes whose wholeness is judged otherwise (a cut body, or a JSON text checked to its meta.count).
+ */
+export function decoder(encoding: string, { endsEarly = false } = {}): Transform {
+  const { Z_SYNC_FLUSH, BROTLI_OPERATION_FLUSH } = zlib.constants;
+  if (encoding === 'gzip')
+    return zlib.createGunzip({ chunkSize: 64 * 1024, ...(endsEarly ? { finishFlush: Z_SYNC_FLUSH } : {}) });
+  if (encoding === 'br')
+    return zlib.createBrotliDecompress({
+      chunkSize: 64 * 1024,
+      ...(endsEarly ? { finishFlush: BROTLI_OPERATION_FLUSH } : {}),
+    });
+  if (encoding === 'zstd' && hasZstd()) {
+    const zstd = zlib as unknown as { createZstdDecompress(o: object): Transform; constants: { ZSTD_e_flush: number } };
+    return zstd.createZstdDecompress(endsEarly ? { finishFlush: zstd.constants.ZSTD_e_flush } : {});
+  }
   return new PassThrough();
 }
 

@@ -182,7 +182,9 @@ export async function attemptBackup(o: AttemptOptions): Promise<AttemptResult> {
       const verified = unlessCut(
         new Promise<void>((resolve, reject) => verifier.once('finish', resolve).once('error', reject)),
       );
-      await pipeline(body.source, decoder(contentEncoding), count, teeTo(verifier, verified), ...output.stages);
+      // Decoded for the file, which is whole only when its JSON is: the decoder may end early.
+      const decode = decoder(contentEncoding, { endsEarly: true });
+      await pipeline(body.source, decode, count, teeTo(verifier, verified), ...output.stages);
     }
   } catch (err) {
     res.body.destroy();

@@ -10,7 +10,6 @@
 import { randomBytes } from 'node:crypto';
 import { open, rm, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import zlib from 'node:zlib';
 import { createReadStream } from 'node:fs';
 import { request } from 'undici';
 import { decoder, untilCut } from './body-streams.js';
@@ -134,11 +133,7 @@ export class ResumeSpool {
  */
 async function* partialBytes(file: string, encoding: ReturnType<typeof fileEncodingOf>): AsyncGenerator<Buffer> {
   const raw = createReadStream(file, { highWaterMark: 256 * 1024 });
-  let source: AsyncIterable<Buffer> = raw;
-  if (encoding === 'gzip') source = raw.pipe(zlib.createGunzip({ finishFlush: zlib.constants.Z_SYNC_FLUSH }));
-  else if (encoding === 'br')
-    source = raw.pipe(zlib.createBrotliDecompress({ finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH }));
-  else if (encoding === 'zstd') source = raw.pipe(decoder('zstd'));
+  const source: AsyncIterable<Buffer> = encoding === null ? raw : raw.pipe(decoder(encoding, { endsEarly: true }));
   try {
     for await (const chunk of source) yield chunk;
   } catch {
@@ -226,9 +221,10 @@ async function fetchRest(
   }
   if (res.statusCode !== 200) return { added: 0, result: await refusal(res) };
   const before = spool.documents;
-  const decode = decoder((header(res.headers['content-encoding']) ?? 'identity').trim().toLowerCase());
-  // A cut ends the body, so the decoder passes on what it holds; a compressed one then fails, and
-  // the loop reading it with it (when it still reads: hence the no-op listener).
+  // A cut ends the body, so the decoder passes on what it holds, and ends there too: the spool
+  // takes whole documents only, and the rest must end with its meta.count.
+  const encoding = (header(res.headers['content-encoding']) ?? 'identity').trim().toLowerCase();
+  const decode = decoder(encoding, { endsEarly: true });
   const body = untilCut(res.body);
   decode.on('error', () => {});
   body.source.on('error', (err) => decode.destroy(err));

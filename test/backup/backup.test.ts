@@ -309,3 +309,42 @@ t.test(
     t.same(leftovers(), []);
   },
 );
+
+t.test('a .gz backup cut at full speed: every whole document decoded before a cut is kept', async (t) => {
+  const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: Number(new URL(server.url).port) });
+  const base = `http://127.0.0.1:${proxy.port}`;
+  const want = await direct(server.url);
+  // Kept as the server's bytes in a .gz (decoded beside, to verify); the rest of a cut export comes
+  // compressed too, and is decoded into the spool. Each attempt is cut, the resumed ones included.
+  const sizes: number[] = [];
+  new RawExportSplitter('json', { book() {}, document: (raw) => sizes.push(raw.length), removed() {} }).write(want);
+  const head = want.indexOf('"documents":[') + '"documents":['.length;
+  /** Whole documents in the first `bytes` of a body that starts after the first `kept` documents. */
+  const wholeAfter = (kept: number, bytes: number) => {
+    let at = head;
+    let n = 0;
+    for (let i = kept; i < sizes.length && at + sizes[i]! <= bytes; i++, n++) at += sizes[i]! + 1;
+    return n;
+  };
+  for (const cut of [40_000, 25_000]) {
+    const name = `cz-${cut}.json.gz`;
+    proxy.cutEvery(cut);
+    const file = out(name);
+    const r = await backup(['--server', base, '--book', 'kb', '--out', file, '--retries', '8']);
+    proxy.cutEvery(null);
+    t.equal(r.code, 0, r.stderr);
+    t.ok(zlib.gunzipSync(readFileSync(file)).equals(want), `${name}: the whole export`);
+    let kept = 0;
+    for (const m of r.stderr.matchAll(/cut after (\d+) documents \(.*?after (\d+) bytes\)\)/g)) {
+      const [now, decoded] = [Number(m[1]), Number(m[2])];
+      const whole = wholeAfter(kept, decoded);
+      t.ok(
+        now - kept >= whole,
+        `${name}: after ${kept}, ${now - kept} kept of the ${whole} whole in ${decoded} bytes decoded`,
+      );
+      kept = now;
+    }
+    t.ok(kept > 0, `${name}: resumed`);
+  }
+  t.same(leftovers(), []);
+});
