@@ -1,29 +1,27 @@
 /**
- * Batches bounded in bytes before they are fetched (D8.4): a size cursor (no body read)
- * runs beside the export cursor; the next two batches are asked for as soon as the current one arrives.
+ * Batches bounded in bytes before they are fetched (D8.4): PostgreSQL cuts them (batch-query.ts),
+ * each row of the cursor one batch; the next two are asked for as soon as the current one arrives,
+ * none past a document larger than the budget.
  */
-import { type DocumentRow } from './rows.js';
-import { ROW_OVERHEAD_BYTES, rowsWithinBudget } from './batch-budget.js';
+import { EMPTY_BATCH, parseBatch, type Batch } from './rows.js';
 import type { ResumePosition } from '../request/export-request.js';
-import { changedDocumentQuery, changedDocumentSizeQuery, sinceParams, type ChangeSince } from './changes-query.js';
-import { AFTER_POSITION, documentQuery, documentSizeQuery, type DocumentQueryOptions } from './query.js';
+import { sinceFilter, type ChangeSince, sinceParams } from './changes-query.js';
+import { AFTER_POSITION, type DocumentQueryOptions } from './query.js';
+import { batchQuery, type BatchShape } from './batch-query.js';
 import type { Snapshot } from './snapshot.js';
 
-const ROWS = 'kb_export_cursor';
-const SIZES = 'kb_export_sizes';
+const BATCHES = 'kb_export_cursor';
 
 interface CursorLimits {
   budgetBytes: number;
   maxRows: number;
   firstRows: number;
-  /** Timeouts, ms: startMs for each DECLARE and the first FETCH, fetchMs for later ones. */
+  /** Framing PostgreSQL writes between and after the documents of a batch (body-format.ts). */
+  between: string;
+  after: string;
+  /** Timeouts, ms: startMs for the DECLARE and the first FETCH, fetchMs for later ones. */
   startMs: number;
   fetchMs: number;
-}
-
-interface Request {
-  asked: number;
-  rows: Promise<DocumentRow[]>;
 }
 
 /**
@@ -31,49 +29,37 @@ interface Request {
  * rows of the batch it had just sent; with two it works on the next one meanwhile.
  */
 const AHEAD = 2;
-/** A batch not asked for: the next row is larger than the budget, and comes only when wanted (D8.4). */
-const DEFERRED = null;
-const FINISHED: Request = { asked: 0, rows: Promise.resolve([]) };
+/** A batch not asked for: it is one document larger than the budget, and comes only when wanted (D8.4). */
+const DEFERRED = 'deferred';
 
 /** Which documents of the book the cursor reads: all, those changed since a token (D12.2), or those after a position (D13.1). */
 export type DocumentSelection = { all: true } | { since: ChangeSince } | { after: ResumePosition };
 
-/** The size cursor's and the rows' SQL for `selection`, and their parameters. */
-function selectionQueries(
-  opts: DocumentQueryOptions,
-  bookId: string,
-  selection: DocumentSelection,
-): [string, string, string[]] {
+/** The batches' SQL for `selection`, and its parameters. */
+function selectionQuery(opts: DocumentQueryOptions, shape: BatchShape, bookId: string, selection: DocumentSelection) {
   if ('since' in selection)
-    return [changedDocumentSizeQuery(opts), changedDocumentQuery(opts), [bookId, ...sinceParams(selection.since)]];
+    return { text: batchQuery(opts, shape, sinceFilter(opts)), params: [bookId, ...sinceParams(selection.since)] };
   if ('after' in selection) {
     const { orderKey, id } = selection.after;
-    return [documentSizeQuery(opts, AFTER_POSITION), documentQuery(opts, AFTER_POSITION), [bookId, orderKey, id]];
+    return { text: batchQuery(opts, shape, AFTER_POSITION), params: [bookId, orderKey, id] };
   }
-  return [documentSizeQuery(opts), documentQuery(opts), [bookId]];
+  return { text: batchQuery(opts, shape), params: [bookId] };
 }
 
 export class DocumentCursor {
-  /** Sizes read ahead; `sizes[head…]` belong to rows not yet asked for. */
-  #sizes: number[] = [];
-  #head = 0;
-  #sizesDone = false;
-  #sizesPending: Promise<void> | null = null;
-  /** The next batches in order, each asked for once the one before it was; empty once every row was returned. */
-  #ahead: Promise<Request | typeof DEFERRED>[];
+  /** The next batches in order, each asked for once the one before it arrived; empty once every row was returned. */
+  #ahead: Promise<Batch | null | typeof DEFERRED>[];
   #first = true;
-  /** Sizes per read: the first batch's only, so the first byte waits for no more than it needs. */
-  #sizeChunk: number;
+  #done = false;
 
   private constructor(
     private readonly snap: Snapshot,
     private readonly limits: CursorLimits,
   ) {
-    this.#sizeChunk = limits.firstRows;
-    this.#ahead = [this.#readAhead(this.#request(limits.firstRows, limits.startMs))];
+    this.#ahead = [this.#readAhead(this.#fetch(limits.startMs))];
   }
 
-  /** Declares both cursors over the documents `selection` names and asks for the first batch. */
+  /** Declares the cursor over the documents `selection` names and asks for the first batch. */
   static async open(
     snap: Snapshot,
     opts: DocumentQueryOptions,
@@ -81,50 +67,45 @@ export class DocumentCursor {
     selection: DocumentSelection,
     limits: CursorLimits,
   ): Promise<DocumentCursor> {
-    const [sizes, rows, params] = selectionQueries(opts, bookId, selection);
-    const declare = (name: string, query: string) =>
-      snap.query(`DECLARE ${name} NO SCROLL CURSOR FOR ${query}`, params, { timeoutMs: limits.startMs });
-    await Promise.all([declare(SIZES, sizes), declare(ROWS, rows)]);
+    const { budgetBytes, firstRows, maxRows, between, after } = limits;
+    const { text, params } = selectionQuery(
+      opts,
+      { budgetBytes, firstRows, maxRows, between, after },
+      bookId,
+      selection,
+    );
+    await snap.query(`DECLARE ${BATCHES} NO SCROLL CURSOR FOR ${text}`, params, { timeoutMs: limits.startMs });
     return new DocumentCursor(snap, limits);
   }
 
-  /** `[]` for the first batch of an empty book, null once every row was returned. */
-  async next(): Promise<DocumentRow[] | null> {
+  /** An empty batch for the first of an empty book, null once every batch was returned. */
+  async next(): Promise<Batch | null> {
     const ahead = this.#ahead.shift();
-    if (ahead === undefined) return null;
-    let request = await ahead;
-    if (request === DEFERRED) {
+    if (ahead === undefined) return this.#first ? EMPTY_BATCH : null;
+    let batch = await ahead;
+    if (batch === DEFERRED) {
       // What is queued behind it waited for it, and was not asked for either.
       this.#ahead = [];
-      request = await this.#ask();
+      batch = await this.#fetch(this.limits.fetchMs);
     }
-    const { asked, rows: pending } = request;
-    const rows = await pending;
     const first = this.#first;
     this.#first = false;
-    // FETCH returns fewer rows than asked only at the cursor's end.
-    if (asked !== 0 && rows.length === asked) this.#fill();
-    else this.#ahead = [];
-    return rows.length === 0 && !first ? null : rows;
-  }
-
-  /** Asks for batches up to AHEAD, none past a row larger than the budget, so at most one is in memory (D8.4). */
-  #fill(): void {
-    while (this.#ahead.length < AHEAD) {
-      const before = this.#ahead.at(-1);
-      const after = (r: Request | typeof DEFERRED) =>
-        r === DEFERRED ? DEFERRED : r.asked === 0 ? FINISHED : this.#askUnlessOversized();
-      this.#ahead.push(this.#readAhead(before === undefined ? this.#askUnlessOversized() : before.then(after)));
+    if (batch === null) {
+      this.#ahead = [];
+      return first ? EMPTY_BATCH : null;
     }
+    this.#fill(batch);
+    return batch;
   }
 
-  async #askUnlessOversized(): Promise<Request | typeof DEFERRED> {
-    await this.#ensureSizes(1);
-    return this.#nextIsOversized() ? DEFERRED : this.#ask();
-  }
-
-  #ask(): Promise<Request> {
-    return this.#request(this.limits.maxRows, this.limits.fetchMs);
+  /** Asks for batches up to AHEAD, none past a document larger than the budget, so at most one is in memory (D8.4). */
+  #fill(returned: Batch): void {
+    const after = (b: Batch | null | typeof DEFERRED): Batch | null | typeof DEFERRED | Promise<Batch | null> =>
+      b === null || b === DEFERRED ? b : b.nextOversized ? DEFERRED : this.#fetch(this.limits.fetchMs);
+    while (this.#ahead.length < AHEAD && !this.#done) {
+      const before = this.#ahead.at(-1);
+      this.#ahead.push(this.#readAhead(before === undefined ? Promise.resolve(after(returned)) : before.then(after)));
+    }
   }
 
   /** The export may stop before it wants this batch; its rejection must not then end the process. */
@@ -133,65 +114,22 @@ export class DocumentCursor {
     return request;
   }
 
-  #nextIsOversized(): boolean {
-    const size = this.#sizes[this.#head];
-    return size !== undefined && size + ROW_OVERHEAD_BYTES > this.limits.budgetBytes;
-  }
-
-  /** The transaction's end would close them too; this frees their memory earlier. */
-  async close(): Promise<void> {
-    await this.snap.query(`CLOSE ${ROWS}; CLOSE ${SIZES}`, [], { timeoutMs: this.limits.fetchMs });
-  }
-
-  async #request(maxRows: number, timeoutMs: number): Promise<Request> {
-    await this.#ensureSizes(maxRows);
-    const asked = rowsWithinBudget(this.#sizes, this.#head, this.limits.budgetBytes, maxRows);
-    this.#head += asked;
-    if (asked === 0) return { asked, rows: Promise.resolve([]) };
-    const rows = this.snap.query<DocumentRow[]>(`FETCH FORWARD ${asked} FROM ${ROWS}`, [], { raw: true, timeoutMs });
-    rows.catch(() => {});
-    // Queued behind the batch on the connection, never ahead of it.
-    this.#readSizesAhead();
-    return { asked, rows };
-  }
-
-  async #ensureSizes(count: number): Promise<void> {
-    while (this.#sizes.length - this.#head < count && !this.#sizesDone) {
-      this.#readSizesAhead(true);
-      await this.#sizesPending;
-    }
-  }
-
-  #readSizesAhead(force = false): void {
-    if (this.#sizesDone || this.#sizesPending !== null) return;
-    if (!force && this.#sizes.length - this.#head >= this.limits.maxRows) return;
-    const chunk = this.#sizeChunk;
-    this.#sizeChunk = Math.max(1024, 2 * this.limits.maxRows);
-    const reading = this.snap.query<[Buffer][]>(`FETCH FORWARD ${chunk} FROM ${SIZES}`, [], {
+  /** The next batch, null at the cursor's end; after that, nothing more is asked for. */
+  async #fetch(timeoutMs: number): Promise<Batch | null> {
+    if (this.#done) return null;
+    const rows = await this.snap.query<(Buffer | null)[][]>(`FETCH FORWARD 1 FROM ${BATCHES}`, [], {
       raw: true,
-      timeoutMs: this.limits.fetchMs,
+      timeoutMs,
     });
-    this.#sizesPending = reading.then(
-      (rows) => {
-        // Drop what was used, so the buffer never holds more than a chunk and a batch.
-        this.#sizes = this.#sizes.slice(this.#head);
-        this.#head = 0;
-        for (let i = 0; i < rows.length; i++) this.#sizes.push(decimal(rows[i]![0]));
-        if (rows.length < chunk) this.#sizesDone = true;
-        this.#sizesPending = null;
-      },
-      (err: unknown) => {
-        this.#sizesPending = null;
-        throw err;
-      },
-    );
-    this.#sizesPending.catch(() => {});
+    if (rows.length === 0) {
+      this.#done = true;
+      return null;
+    }
+    return parseBatch(rows[0]!, this.limits.budgetBytes);
   }
-}
 
-/** A non-negative int8 as PostgreSQL's text format writes it, read without a string per row. */
-function decimal(text: Buffer): number {
-  let n = 0;
-  for (let i = 0; i < text.length; i++) n = n * 10 + text[i]! - 0x30;
-  return n;
+  /** The transaction's end would close it too; this frees its memory earlier. */
+  async close(): Promise<void> {
+    await this.snap.query(`CLOSE ${BATCHES}`, [], { timeoutMs: this.limits.fetchMs });
+  }
 }

@@ -44,3 +44,76 @@ export function documentIdOf(row: DocumentRow): string {
   while (end < head.length && head[end] !== 0x22) end += head[end] === 0x5c ? 2 : 1;
   return JSON.parse(head.toString('utf8', ID_AT, end + 1)) as string;
 }
+
+/** A document of a batch that the rewrite stage reads: its pieces, and where they sit in the batch's text. */
+export interface PiecesAt {
+  /** Offset of its marker byte in the batch's text; the text before it is written as it is. */
+  at: number;
+  /** Offset just past its pieces. */
+  end: number;
+  row: DocumentRow;
+}
+
+/** One row of the batch cursor (batch-query.ts): documents as finished JSON text, some as pieces. */
+export interface Batch {
+  count: number;
+  /** The documents' text, framing included; each document in pieces starts with a marker byte (0x01). */
+  text: Buffer;
+  pieces: PiecesAt[];
+  /** The next batch is one document larger than the budget: asked for only when wanted (D8.4). */
+  nextOversized: boolean;
+}
+
+export const EMPTY_BATCH: Batch = { count: 0, text: Buffer.alloc(0), pieces: [], nextOversized: false };
+
+const MARKER = 0x01;
+const PIECES = 6;
+
+/**
+ * The batch a cursor row holds, `[count, text, layout, nextSize]` as PostgreSQL's text: the layout
+ * lists each marked document's six piece lengths, -1 for NULL, in order. Rows are views of the text.
+ */
+export function parseBatch(raw: (Buffer | null)[], budgetBytes: number): Batch {
+  const text = raw[1] ?? Buffer.alloc(0);
+  const layout = raw[2];
+  const pieces: PiecesAt[] = [];
+  if (layout !== null && layout !== undefined) {
+    let l = 0;
+    let from = 0;
+    while (l < layout.length) {
+      const at = text.indexOf(MARKER, from);
+      if (at < 0) throw new Error('a batch names more documents in pieces than its text holds');
+      let p = at + 1;
+      const row = new Array<Buffer | null>(PIECES);
+      for (let c = 0; c < PIECES; c++) {
+        let n = 0;
+        let negative = false;
+        for (; l < layout.length && layout[l] !== 0x2c; l++) {
+          if (layout[l] === 0x2d) negative = true;
+          else n = n * 10 + layout[l]! - 0x30;
+        }
+        l++;
+        row[c] = negative ? null : text.subarray(p, (p += n));
+      }
+      pieces.push({ at, end: p, row: row as DocumentRow });
+      from = p;
+    }
+  }
+  const next = raw[3];
+  return {
+    count: decimal(raw[0]!),
+    text,
+    pieces,
+    nextOversized: next !== null && next !== undefined && decimal(next) > budgetBytes,
+  };
+}
+
+/** A non-negative integer as PostgreSQL's text format writes it, read without a string. */
+function decimal(text: Buffer): number {
+  let n = 0;
+  for (let i = 0; i < text.length; i++) n = n * 10 + text[i]! - 0x30;
+  return n;
+}
+
+/** Bytes of a batch as fetched. */
+export const batchBytes = (batch: Batch): number => batch.text.length;

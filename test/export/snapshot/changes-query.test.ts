@@ -7,16 +7,13 @@
 import t, { type Test } from 'tap';
 import type { Sql } from '../../../src/db/connect.js';
 import { readChangeState } from '../../../src/export/change-state.js';
-import {
-  changedDocumentQuery,
-  changedDocumentSizeQuery,
-  removedQuery,
-} from '../../../src/export/snapshot/changes-query.js';
+import { changedDocumentQuery, sinceFilter, removedQuery } from '../../../src/export/snapshot/changes-query.js';
 import { documentQuery } from '../../../src/export/snapshot/query.js';
 import { doc, seed, simpleSeed } from '../../helpers/app.js';
 import { createTestDatabase } from '../../helpers/db.js';
 import { applyDelta, deltaSince, exportAt } from '../../helpers/changes.js';
-import { documentIdOf, type DocumentRow } from '../../../src/export/snapshot/rows.js';
+import { documentIdOf, parseBatch, type DocumentRow } from '../../../src/export/snapshot/rows.js';
+import { batchQuery } from '../../../src/export/snapshot/batch-query.js';
 
 const BOOK = 'b-u1';
 
@@ -139,19 +136,30 @@ t.test('each kind of write, for both excludeCategories', async (t) => {
   t.same(other, { documents: ['d11'], removed: [], rows: other.rows }, 'the moved document entered the other book');
 });
 
-t.test('the delta size cursor gives one size per document row, in the same order', async (t) => {
+t.test('a delta is cut into batches by bytes in PostgreSQL, in order (D8.4, D12.2)', async (t) => {
   const { sql } = await createTestDatabase(t);
   await seed(sql, simpleSeed([doc('d1', 'a1'), doc('d2', 'a2', { contentHtml: 'x'.repeat(5000) }), doc('d3', 'a3')]));
   const opts = { excludeCategories: true, includeContentHtml: true };
   const before = await exportAt(sql, BOOK, opts);
   await sql`UPDATE documents SET content_html = 'y' || coalesce(content_html, '') WHERE id IN ('d2', 'd3')`;
-  const [sizes, rows] = await sql.begin('ISOLATION LEVEL REPEATABLE READ READ ONLY', async (tx) => [
-    await tx.unsafe(changedDocumentSizeQuery(opts), [BOOK, before.snapshot, '{}']).values(),
+  const shape = { budgetBytes: 2000, firstRows: 16, maxRows: 1000, between: ',', after: '' };
+  const [batches, rows] = await sql.begin('ISOLATION LEVEL REPEATABLE READ READ ONLY', async (tx) => [
+    await tx.unsafe(batchQuery(opts, shape, sinceFilter(opts)), [BOOK, before.snapshot, '{}']).raw(),
     (await tx.unsafe(changedDocumentQuery(opts), [BOOK, before.snapshot, '{}']).raw()) as unknown as DocumentRow[],
   ]);
-  t.equal(sizes.length, 2);
   t.same(rows.map(documentIdOf), ['d2', 'd3']);
-  t.ok(Number(sizes[0]![0]) > 5000 && Number(sizes[1]![0]) < 100, 'd2 is the large one');
+  const parsed = batches.map((b) => parseBatch(b as unknown as Buffer[], shape.budgetBytes));
+  t.same(
+    parsed.map((b) => b.count),
+    [1, 1],
+    'd2 is larger than the budget: alone, and d3 in a batch of its own',
+  );
+  t.ok(parsed[0]!.text.length > 5000 && parsed[1]!.text.length < 2000);
+  t.same(
+    parsed.flatMap((b) => b.pieces.map((p) => documentIdOf(p.row))),
+    ['d2', 'd3'],
+    'in order, in pieces',
+  );
 });
 
 t.test('readChangeState: the snapshot of the transaction it runs in, the epoch, the floor, the database', async (t) => {
