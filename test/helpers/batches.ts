@@ -11,12 +11,11 @@ export function batchOfRows(rows: readonly DocumentRow[], between = ',', after =
     at += b.length;
   };
   rows.forEach((row, i) => {
-    if (i > 0) add(Buffer.from(between));
+    if (i > 0) add(Buffer.from(between + after));
     const start = at;
     add(Buffer.from([1]));
     for (const col of row) if (col !== null) add(col);
     pieces.push({ at: start, end: at, row });
-    add(Buffer.from(after));
   });
-  return { count: rows.length, text: Buffer.concat(parts), pieces, nextOversized: false };
+  return { count: rows.length, text: Buffer.concat(parts), pieces, nextOversized: false, after: null };
 }

@@ -72,7 +72,7 @@ export class ExportBody {
   async writeBatch(batch: Batch, rewrites: BatchRewrites): Promise<void> {
     if (batch.count === 0) return;
     const out = this.#chunker;
-    // PostgreSQL framed every document of the batch but the first one's `between`.
+    // PostgreSQL put `between` and `afterDocument` between the documents of a batch, not around it.
     if (this.#count > 0 && this.#framing.between !== null) out.push(this.#framing.between);
     const { text, pieces } = batch;
     let from = 0;
@@ -83,6 +83,7 @@ export class ExportBody {
       from = end;
     }
     out.pushRange(text, from, text.length);
+    if (this.#framing.afterDocument !== null) out.push(this.#framing.afterDocument);
     this.#count += batch.count;
     if (out.full) await this.#writeChunks();
     const paused = this.opts.pause();

@@ -83,29 +83,41 @@ function oneBatch(
         WINDOW w AS (ORDER BY order_key, id ROWS UNBOUNDED PRECEDING)
       ) a
       WHERE rn <= ${rows} AND (rn = 1 OR run <= ${budget})
-      OFFSET 0`;
-  const framed = `CASE WHEN rn > 1 THEN ${literal(shape.between)} ELSE '' END`;
+      `;
   const content = `CASE WHEN sp THEN chr(1) || h || coalesce(cu, '') || coalesce(cp, '') || coalesce(t, '') || coalesce(ht, '') || coalesce(pl, '') ELSE h END`;
   const len = (c: string) => `coalesce(octet_length(${c}), -1)`;
   return `
-    SELECT max(order_key) FILTER (WHERE last) AS k, max(id) FILTER (WHERE last) AS i, count(*)::int AS n,
-           string_agg(${framed} || ${content} || ${literal(shape.after)}, '') AS body,
+    SELECT count(*)::int AS n,
+           string_agg(${content}, ${literal(shape.between + shape.after)}) AS body,
            string_agg(CASE WHEN sp THEN concat_ws(',', ${['h', 'cu', 'cp', 't', 'ht', 'pl'].map(len).join(', ')}) END, ',') AS layout,
-           max(next_size) FILTER (WHERE last) AS next_size
+           max(next_size) FILTER (WHERE last) AS next_size,
+           max(order_key) FILTER (WHERE last) AS k, max(id) FILTER (WHERE last) AS i
     FROM (${pieces}) p
     HAVING count(*) > 0`;
 }
 
-/** The cursor's SQL: one row a batch (n, body, layout, next_size), `filter` a delta's or a resume's (D12.2, D13.1). */
-export function batchQuery(opts: DocumentQueryOptions, shape: BatchShape, filter = ''): string {
+/** A batch's two statements: the selection's first batch, and the batch after a position. */
+export interface BatchStatements {
+  /** Parameters: the selection's, then the row cap. */
+  first: string;
+  /** Parameters: the selection's, the row cap, then the last order key and id of the batch before. */
+  next: string;
+}
+
+/**
+ * The batches' SQL, one row a batch (n, body, layout, next_size, k, i), `filter` a delta's or a
+ * resume's (D12.2, D13.1) over `params` parameters. A statement per batch in the snapshot, not a
+ * recursive query under one cursor: PostgreSQL keeps every row a recursive CTE returns, and wrote
+ * the whole export to a temporary file (bench/optimisations.md).
+ */
+export function batchStatements(
+  opts: DocumentQueryOptions,
+  shape: BatchShape,
+  params: number,
+  filter = '',
+): BatchStatements {
   const where = `book_id = $1 AND status = 1${opts.excludeCategories ? ` AND type <> 'category'` : ''}${filter ? ` AND (${filter})` : ''}`;
-  const first = oneBatch(opts, where, null, String(shape.firstRows), shape);
-  const next = oneBatch(opts, where, '(b.k, b.i)', `least(${shape.maxRows}, 2 * b.n + 16)`, shape);
-  return `
-  WITH RECURSIVE b(k, i, n, body, layout, next_size) AS (
-    ${first}
-    UNION ALL
-    SELECT s.* FROM b CROSS JOIN LATERAL (${next}) s
-  )
-  SELECT n, body, layout, next_size FROM b`;
+  const rows = `$${params + 1}::int`;
+  const position = `($${params + 2}::text, $${params + 3}::text)`;
+  return { first: oneBatch(opts, where, null, rows, shape), next: oneBatch(opts, where, position, rows, shape) };
 }

@@ -62,15 +62,17 @@ export interface Batch {
   pieces: PiecesAt[];
   /** The next batch is one document larger than the budget: asked for only when wanted (D8.4). */
   nextOversized: boolean;
+  /** Where the next batch starts: after this order key and id; null when no document follows. */
+  after: [orderKey: string, id: string] | null;
 }
 
-export const EMPTY_BATCH: Batch = { count: 0, text: Buffer.alloc(0), pieces: [], nextOversized: false };
+export const EMPTY_BATCH: Batch = { count: 0, text: Buffer.alloc(0), pieces: [], nextOversized: false, after: null };
 
 const MARKER = 0x01;
 const PIECES = 6;
 
 /**
- * The batch a cursor row holds, `[count, text, layout, nextSize]` as PostgreSQL's text: the layout
+ * The batch a row holds, `[count, text, layout, nextSize, orderKey, id]` as PostgreSQL's text: the layout
  * lists each marked document's six piece lengths, -1 for NULL, in order. Rows are views of the text.
  */
 export function parseBatch(raw: (Buffer | null)[], budgetBytes: number): Batch {
@@ -99,12 +101,13 @@ export function parseBatch(raw: (Buffer | null)[], budgetBytes: number): Batch {
       from = p;
     }
   }
-  const next = raw[3];
+  const next = raw[3] ?? null;
   return {
     count: decimal(raw[0]!),
     text,
     pieces,
-    nextOversized: next !== null && next !== undefined && decimal(next) > budgetBytes,
+    nextOversized: next !== null && decimal(next) > budgetBytes,
+    after: next === null ? null : [raw[4]!.toString('utf8'), raw[5]!.toString('utf8')],
   };
 }
 

@@ -13,7 +13,7 @@ import { doc, seed, simpleSeed } from '../../helpers/app.js';
 import { createTestDatabase } from '../../helpers/db.js';
 import { applyDelta, deltaSince, exportAt } from '../../helpers/changes.js';
 import { documentIdOf, parseBatch, type DocumentRow } from '../../../src/export/snapshot/rows.js';
-import { batchQuery } from '../../../src/export/snapshot/batch-query.js';
+import { batchStatements } from '../../../src/export/snapshot/batch-query.js';
 
 const BOOK = 'b-u1';
 
@@ -143,12 +143,20 @@ t.test('a delta is cut into batches by bytes in PostgreSQL, in order (D8.4, D12.
   const before = await exportAt(sql, BOOK, opts);
   await sql`UPDATE documents SET content_html = 'y' || coalesce(content_html, '') WHERE id IN ('d2', 'd3')`;
   const shape = { budgetBytes: 2000, firstRows: 16, maxRows: 1000, between: ',', after: '' };
-  const [batches, rows] = await sql.begin('ISOLATION LEVEL REPEATABLE READ READ ONLY', async (tx) => [
-    await tx.unsafe(batchQuery(opts, shape, sinceFilter(opts)), [BOOK, before.snapshot, '{}']).raw(),
-    (await tx.unsafe(changedDocumentQuery(opts), [BOOK, before.snapshot, '{}']).raw()) as unknown as DocumentRow[],
-  ]);
+  const sql2 = batchStatements(opts, shape, 3, sinceFilter(opts));
+  const [batches, rows] = await sql.begin('ISOLATION LEVEL REPEATABLE READ READ ONLY', async (tx) => {
+    const first = (await tx.unsafe(sql2.first, [BOOK, before.snapshot, '{}', '16']).raw())[0] as unknown as Buffer[];
+    const after = parseBatch(first, shape.budgetBytes).after!;
+    const next = (
+      await tx.unsafe(sql2.next, [BOOK, before.snapshot, '{}', '16', ...after]).raw()
+    )[0] as unknown as Buffer[];
+    return [
+      [first, next],
+      (await tx.unsafe(changedDocumentQuery(opts), [BOOK, before.snapshot, '{}']).raw()) as unknown as DocumentRow[],
+    ] as const;
+  });
   t.same(rows.map(documentIdOf), ['d2', 'd3']);
-  const parsed = batches.map((b) => parseBatch(b as unknown as Buffer[], shape.budgetBytes));
+  const parsed = batches.map((b) => parseBatch(b, shape.budgetBytes));
   t.same(
     parsed.map((b) => b.count),
     [1, 1],

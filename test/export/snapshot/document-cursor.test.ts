@@ -111,7 +111,7 @@ t.test('two batches are asked for ahead, never one past a row larger than the bu
   const batches = await inSnapshot(sql, TIMEOUTS, async (snap) => {
     const watched = {
       query<T>(text: string, params: readonly unknown[], opts: { raw?: boolean; timeoutMs: number }): Promise<T> {
-        if (text.includes('FROM kb_export_cursor')) sent.push(returned);
+        if (text.includes('FROM documents')) sent.push(returned);
         return snap.query<T>(text, params, opts);
       },
     };
