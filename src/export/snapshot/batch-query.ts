@@ -83,7 +83,9 @@ function oneBatch(
         WINDOW w AS (ORDER BY order_key, id ROWS UNBOUNDED PRECEDING)
       ) a
       WHERE rn <= ${rows} AND (rn = 1 OR run <= ${budget})
-      `;
+      OFFSET 0`;
+  // OFFSET 0 keeps the pieces a subquery of their own: flattened, each was computed twice (the
+  // body and the layout), contentHtml's escaping and the plan's probe included.
   const content = `CASE WHEN sp THEN chr(1) || h || coalesce(cu, '') || coalesce(cp, '') || coalesce(t, '') || coalesce(ht, '') || coalesce(pl, '') ELSE h END`;
   const len = (c: string) => `coalesce(octet_length(${c}), -1)`;
   return `

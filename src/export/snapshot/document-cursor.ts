@@ -58,7 +58,7 @@ export class DocumentCursor {
   /** The next batches in order, each asked for once the one before it arrived. */
   #ahead: Promise<Ahead>[] = [];
   #first = true;
-  /** Rows of the last batch asked for: the next asks for up to twice as many, within maxRows. */
+  /** Rows the next batch may hold, from the last one's (#fetch), within maxRows. */
   #rows: number;
 
   private constructor(
@@ -130,7 +130,6 @@ export class DocumentCursor {
   /** The batch after `before` (null: the first), null when the selection has no document there. */
   async #fetch(before: Batch | null, timeoutMs: number): Promise<Batch | null> {
     const rows = this.#rows;
-    this.#rows = Math.min(this.limits.maxRows, 2 * rows + 16);
     const [text, params] =
       before === null
         ? [this.sql.first, [...this.params, String(rows)]]
@@ -140,6 +139,10 @@ export class DocumentCursor {
     if (got.length === 0) return null;
     const batch = parseBatch(got[0]!, this.limits.budgetBytes);
     this.#last = batch;
+    // PostgreSQL sizes every row it is allowed and keeps those within the budget: ask for about as
+    // many as the last batch held, twice as many when the row cap was what cut it.
+    const cut = batch.count === rows ? 2 * rows + 16 : batch.count + (batch.count >> 2) + 16;
+    this.#rows = Math.min(this.limits.maxRows, cut);
     return batch;
   }
 
