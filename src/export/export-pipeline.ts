@@ -26,8 +26,7 @@ import type { RewritePool } from './rewrite/workers/rewrite-pool.js';
 import { removedQuery, sinceParams, type ChangeSince } from './snapshot/changes-query.js';
 import { DocumentCursor } from './snapshot/document-cursor.js';
 import { IdleAllowance } from './snapshot/idle-allowance.js';
-import { type Batch } from './snapshot/rows.js';
-import { FRAMING } from './encode/body-format.js';
+import { rowBytes, type DocumentRow } from './snapshot/rows.js';
 import { inSnapshot, type Snapshot, type SnapshotTimeouts } from './snapshot/snapshot.js';
 
 /** What every export of one kind (with contentHtml or without) is run with, derived from the configuration once. */
@@ -213,8 +212,6 @@ class ExportPipeline {
         budgetBytes: settings.batchBytes,
         maxRows: rows,
         firstRows: Math.min(rows, FIRST_BATCH_ROWS),
-        between: FRAMING[request.format].between?.toString() ?? '',
-        after: FRAMING[request.format].afterDocument?.toString() ?? '',
         startMs: this.#timeouts.startMs,
         fetchMs: this.#timeouts.fetchMs,
       },
@@ -230,9 +227,9 @@ class ExportPipeline {
 
   /** The first batch, rewritten before the status line, then sent at once: time to first byte waits for no full chunk. */
   async #firstBatch({ book, cursor, idle }: Opened): Promise<void> {
-    const first = (await cursor.next())!;
+    const first = (await cursor.next()) ?? [];
     // Before its rewrite, as for every later batch: a large first document may be rewritten for long (D8.7).
-    idle.allow(first.text.length + 2 * this.settings.batchBytes);
+    idle.allow(bytesOf(first) + 2 * this.settings.batchBytes);
     const rewrites = await this.#rewrite(first);
     this.#writer.check();
     this.job.onHeaders(this.#version, this.#token);
@@ -248,12 +245,12 @@ class ExportPipeline {
   /** The rest: while one batch is written, the next is rewritten and the two after it fetched; not around a large document. */
   async #pump({ cursor, idle }: Opened): Promise<void> {
     const budget = this.settings.batchBytes;
-    let pending: { rows: Batch; rewrites: Promise<BatchRewrites> } | null = null;
+    let pending: { rows: DocumentRow[]; rewrites: Promise<BatchRewrites> } | null = null;
     for (let batch = await cursor.next(); batch !== null; batch = await cursor.next()) {
       this.#writer.check();
-      const ahead = batch.text.length;
+      const ahead = bytesOf(batch);
       idle.allow(ahead + 2 * budget);
-      if (batch.count === 1 && ahead > budget) {
+      if (batch.length === 1 && ahead > budget) {
         // At most one document larger than a batch is in memory: the batch before it is written
         // first, and the cursor asks for another such document only when it is wanted (D8.4).
         if (pending !== null) await this.#write(pending.rows, await pending.rewrites, 0, idle);
@@ -294,20 +291,17 @@ class ExportPipeline {
     this.res.end();
   }
 
-  #rewrite(batch: Batch): Promise<BatchRewrites> {
+  #rewrite(batch: DocumentRow[]): Promise<BatchRewrites> {
     const { mediaProxyPrefix: prefix, rewritePool: pool, offloadBytes, plans } = this.settings;
     const stage: RewriteStageOptions = { prefix, pool, offloadBytes, plans, pause: this.#pause };
-    const out = rewriteRows(
-      batch.pieces.map((p) => p.row),
-      stage,
-    );
+    const out = rewriteRows(batch, stage);
     out.catch(() => {}); // awaited by #write, or the snapshot has failed already
     return out;
   }
 
   /** Writes a batch; `ahead` bytes are already read behind it and wait their turn (D8.7). */
-  async #write(batch: Batch, rewrites: BatchRewrites, ahead: number, idle: IdleAllowance): Promise<void> {
-    idle.allow(batch.text.length + rewrites.bytes + ahead);
+  async #write(batch: DocumentRow[], rewrites: BatchRewrites, ahead: number, idle: IdleAllowance): Promise<void> {
+    idle.allow(rewrites.bytes + ahead);
     await this.#body.writeBatch(batch, rewrites);
   }
 
@@ -336,3 +330,5 @@ class ExportPipeline {
     throw asDatabaseOutage(err, this.job.onStandby) ?? err;
   }
 }
+
+const bytesOf = (batch: readonly DocumentRow[]) => batch.reduce((n, row) => n + rowBytes(row), 0);

@@ -1,6 +1,6 @@
 /** One export's body, encoded in chunks and written with backpressure; keeps a copy of a small body for the cache. */
 import type { BookRow } from '../request/book.js';
-import type { Batch, DocumentRow } from '../snapshot/rows.js';
+import type { DocumentRow } from '../snapshot/rows.js';
 import {
   DOCUMENT_END,
   encodeClosing,
@@ -65,53 +65,33 @@ export class ExportBody {
     this.#chunker.push(encodeOpening(book, this.#format));
   }
 
-  /**
-   * Writes a batch (snapshot/rows.ts): its text as PostgreSQL framed it, each document in pieces
-   * encoded with its rewrites in its place. Throws ClientGoneError.
-   */
-  async writeBatch(batch: Batch, rewrites: BatchRewrites): Promise<void> {
-    if (batch.count === 0) return;
+  /** Encodes a batch's documents with their rewrites and writes each full chunk. Throws ClientGoneError. */
+  async writeBatch(rows: readonly DocumentRow[], rewrites: BatchRewrites): Promise<void> {
     const out = this.#chunker;
-    // PostgreSQL put `between` and `afterDocument` between the documents of a batch, not around it.
-    if (this.#count > 0 && this.#framing.between !== null) out.push(this.#framing.between);
-    const { text, pieces } = batch;
-    let from = 0;
-    for (let p = 0; p < pieces.length; p++) {
-      const { at, end, row } = pieces[p]!;
-      out.pushRange(text, from, at);
-      await this.#document(row, rewrites, p);
-      from = end;
-    }
-    out.pushRange(text, from, text.length);
-    if (this.#framing.afterDocument !== null) out.push(this.#framing.afterDocument);
-    this.#count += batch.count;
-    if (out.full) await this.#writeChunks();
-    const paused = this.opts.pause();
-    if (paused !== undefined) await paused;
-    if (this.opts.flushEachBatch) await this.flush();
-  }
-
-  /** One document from its pieces and rewrites, without the framing around it. */
-  async #document(row: DocumentRow, rewrites: BatchRewrites, i: number): Promise<void> {
-    const out = this.#chunker;
-    encodeDocumentHead(row, rewrites.coverUrls[i]!, out);
-    const html = rewrites.contentHtml[i]!;
-    if (html === null || Buffer.isBuffer(html)) out.push(storedContentHtml(html));
-    else if (isDirect(html)) html.writeTo(out);
-    else {
-      let n = 0;
-      for (const piece of html) {
-        out.push(piece);
-        if (++n % 1024 === 0) {
-          if (out.full) await this.#writeChunks();
-          await this.opts.pause();
+    for (let i = 0; i < rows.length; i++) {
+      if (this.#count > 0 && this.#framing.between !== null) out.push(this.#framing.between);
+      encodeDocumentHead(rows[i]!, rewrites.coverUrls[i]!, out);
+      const html = rewrites.contentHtml[i]!;
+      if (html === null || Buffer.isBuffer(html)) out.push(storedContentHtml(html));
+      else if (isDirect(html)) html.writeTo(out);
+      else {
+        let n = 0;
+        for (const piece of html) {
+          out.push(piece);
+          if (++n % 1024 === 0) {
+            if (out.full) await this.#writeChunks();
+            await this.opts.pause();
+          }
         }
       }
+      out.push(DOCUMENT_END);
+      if (this.#framing.afterDocument !== null) out.push(this.#framing.afterDocument);
+      this.#count++;
+      if (out.full) await this.#writeChunks();
+      const paused = this.opts.pause();
+      if (paused !== undefined) await paused;
     }
-    out.push(DOCUMENT_END);
-    if (out.full) await this.#writeChunks();
-    const paused = this.opts.pause();
-    if (paused !== undefined) await paused;
+    if (this.opts.flushEachBatch) await this.flush();
   }
 
   async flush(): Promise<void> {

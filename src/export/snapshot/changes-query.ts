@@ -2,7 +2,7 @@
  * A delta's SQL (D12.2, D12.3): `$1` the book id, `$2` and `$3` what the change token's
  * snapshot saw (change-token.ts `ChangeSince`): a pg_snapshot, and xids it saw beyond it.
  */
-import { documentQuery, type DocumentQueryOptions } from './query.js';
+import { documentQuery, documentSizeQuery, type DocumentQueryOptions } from './query.js';
 
 /**
  * Written by a transaction the token's snapshot did not see; the `>=` lets an index find the
@@ -21,9 +21,9 @@ export function changedDocumentQuery(opts: DocumentQueryOptions): string {
   return documentQuery(opts, since(changedColumn(opts)));
 }
 
-/** The rows a delta reads (D12.2), as a filter of the batch cursor's query. */
-export function sinceFilter(opts: DocumentQueryOptions): string {
-  return since(changedColumn(opts));
+/** The size cursor of changedDocumentQuery: same rows, same order (D8.4). */
+export function changedDocumentSizeQuery(opts: DocumentQueryOptions): string {
+  return documentSizeQuery(opts, since(changedColumn(opts)));
 }
 
 /**

@@ -1,124 +1,130 @@
 /**
- * Batches bounded in bytes before they are fetched (D8.4): PostgreSQL cuts them (batch-query.ts),
- * a statement per batch in the export's snapshot; the next two are asked for as soon as the one
- * before each arrives, none that is one document larger than the budget before it is wanted.
+ * Batches bounded in bytes before they are fetched (D8.4): a size cursor (no body read)
+ * runs beside the export cursor; the next two batches are asked for as soon as the current one arrives.
  */
-import { EMPTY_BATCH, parseBatch, type Batch } from './rows.js';
+import { type DocumentRow } from './rows.js';
+import { ROW_OVERHEAD_BYTES, rowsWithinBudget } from './batch-budget.js';
 import type { ResumePosition } from '../request/export-request.js';
-import { sinceFilter, type ChangeSince, sinceParams } from './changes-query.js';
-import { AFTER_POSITION, type DocumentQueryOptions } from './query.js';
-import { batchStatements, type BatchStatements } from './batch-query.js';
+import { changedDocumentQuery, changedDocumentSizeQuery, sinceParams, type ChangeSince } from './changes-query.js';
+import { AFTER_POSITION, documentQuery, documentSizeQuery, type DocumentQueryOptions } from './query.js';
 import type { Snapshot } from './snapshot.js';
+
+const ROWS = 'kb_export_cursor';
+const SIZES = 'kb_export_sizes';
 
 interface CursorLimits {
   budgetBytes: number;
   maxRows: number;
   firstRows: number;
-  /** Framing PostgreSQL writes between the documents of a batch (body-format.ts). */
-  between: string;
-  after: string;
-  /** Timeouts, ms: startMs for the first batch, fetchMs for later ones. */
+  /** Timeouts, ms: startMs for each DECLARE and the first FETCH, fetchMs for later ones. */
   startMs: number;
   fetchMs: number;
 }
 
+interface Request {
+  asked: number;
+  rows: Promise<DocumentRow[]>;
+}
+
 /**
  * Batches asked for before they are wanted. With one, PostgreSQL waited while Node still read the
- * batch it had just sent; with two it works on the next one meanwhile.
+ * rows of the batch it had just sent; with two it works on the next one meanwhile.
  */
 const AHEAD = 2;
-/** A batch not asked for: it is one document larger than the budget, and comes only when wanted (D8.4). */
-const DEFERRED = 'deferred';
-type Ahead = Batch | null | typeof DEFERRED;
+/** A batch not asked for: the next row is larger than the budget, and comes only when wanted (D8.4). */
+const DEFERRED = null;
+const FINISHED: Request = { asked: 0, rows: Promise.resolve([]) };
 
 /** Which documents of the book the cursor reads: all, those changed since a token (D12.2), or those after a position (D13.1). */
 export type DocumentSelection = { all: true } | { since: ChangeSince } | { after: ResumePosition };
 
-/** The batches' SQL for `selection`, and its parameters. */
-function selectionQuery(
+/** The size cursor's and the rows' SQL for `selection`, and their parameters. */
+function selectionQueries(
   opts: DocumentQueryOptions,
-  limits: CursorLimits,
   bookId: string,
   selection: DocumentSelection,
-) {
-  const { budgetBytes, firstRows, maxRows, between, after } = limits;
-  const shape = { budgetBytes, firstRows, maxRows, between, after };
-  if ('since' in selection) {
-    const params = [bookId, ...sinceParams(selection.since)];
-    return { sql: batchStatements(opts, shape, params.length, sinceFilter(opts)), params };
-  }
+): [string, string, string[]] {
+  if ('since' in selection)
+    return [changedDocumentSizeQuery(opts), changedDocumentQuery(opts), [bookId, ...sinceParams(selection.since)]];
   if ('after' in selection) {
-    const params = [bookId, selection.after.orderKey, selection.after.id];
-    return { sql: batchStatements(opts, shape, params.length, AFTER_POSITION), params };
+    const { orderKey, id } = selection.after;
+    return [documentSizeQuery(opts, AFTER_POSITION), documentQuery(opts, AFTER_POSITION), [bookId, orderKey, id]];
   }
-  return { sql: batchStatements(opts, shape, 1), params: [bookId] };
+  return [documentSizeQuery(opts), documentQuery(opts), [bookId]];
 }
 
 export class DocumentCursor {
-  /** The next batches in order, each asked for once the one before it arrived. */
-  #ahead: Promise<Ahead>[] = [];
+  /** Sizes read ahead; `sizes[head…]` belong to rows not yet asked for. */
+  #sizes: number[] = [];
+  #head = 0;
+  #sizesDone = false;
+  #sizesPending: Promise<void> | null = null;
+  /** The next batches in order, each asked for once the one before it was; empty once every row was returned. */
+  #ahead: Promise<Request | typeof DEFERRED>[];
   #first = true;
-  /** Rows the next batch may hold, from the last one's (#fetch), within maxRows. */
-  #rows: number;
+  /** Sizes per read: the first batch's only, so the first byte waits for no more than it needs. */
+  #sizeChunk: number;
 
   private constructor(
     private readonly snap: Snapshot,
-    private readonly sql: BatchStatements,
-    private readonly params: readonly string[],
     private readonly limits: CursorLimits,
   ) {
-    this.#rows = limits.firstRows;
-    this.#ahead = [this.#readAhead(this.#fetch(null, limits.startMs))];
+    this.#sizeChunk = limits.firstRows;
+    this.#ahead = [this.#readAhead(this.#request(limits.firstRows, limits.startMs))];
   }
 
-  /** Prepares the batches over the documents `selection` names and asks for the first. */
-  static open(
+  /** Declares both cursors over the documents `selection` names and asks for the first batch. */
+  static async open(
     snap: Snapshot,
     opts: DocumentQueryOptions,
     bookId: string,
     selection: DocumentSelection,
     limits: CursorLimits,
   ): Promise<DocumentCursor> {
-    const { sql, params } = selectionQuery(opts, limits, bookId, selection);
-    return Promise.resolve(new DocumentCursor(snap, sql, params, limits));
+    const [sizes, rows, params] = selectionQueries(opts, bookId, selection);
+    const declare = (name: string, query: string) =>
+      snap.query(`DECLARE ${name} NO SCROLL CURSOR FOR ${query}`, params, { timeoutMs: limits.startMs });
+    await Promise.all([declare(SIZES, sizes), declare(ROWS, rows)]);
+    return new DocumentCursor(snap, limits);
   }
 
-  /** An empty batch for the first of an empty book, null once every batch was returned. */
-  async next(): Promise<Batch | null> {
+  /** `[]` for the first batch of an empty book, null once every row was returned. */
+  async next(): Promise<DocumentRow[] | null> {
     const ahead = this.#ahead.shift();
-    if (ahead === undefined) return this.#first ? EMPTY_BATCH : null;
-    let batch = await ahead;
-    if (batch === DEFERRED) {
+    if (ahead === undefined) return null;
+    let request = await ahead;
+    if (request === DEFERRED) {
       // What is queued behind it waited for it, and was not asked for either.
       this.#ahead = [];
-      batch = await this.#fetch(this.#last, this.limits.fetchMs);
+      request = await this.#ask();
     }
+    const { asked, rows: pending } = request;
+    const rows = await pending;
     const first = this.#first;
     this.#first = false;
-    if (batch === null) {
-      this.#ahead = [];
-      return first ? EMPTY_BATCH : null;
-    }
-    this.#fill(batch);
-    return batch;
+    // FETCH returns fewer rows than asked only at the cursor's end.
+    if (asked !== 0 && rows.length === asked) this.#fill();
+    else this.#ahead = [];
+    return rows.length === 0 && !first ? null : rows;
   }
 
-  /** The last batch asked for that arrived: where a deferred one starts. */
-  #last: Batch | null = null;
-
-  /** Asks for batches up to AHEAD, none past a document larger than the budget, so at most one is in memory (D8.4). */
-  #fill(returned: Batch): void {
-    const after = (b: Ahead): Ahead | Promise<Ahead> =>
-      b === null || b === DEFERRED || b.after === null
-        ? null
-        : b.nextOversized
-          ? DEFERRED
-          : this.#fetch(b, this.limits.fetchMs);
-    if (this.#ahead.length === 0 && returned.after === null) return;
+  /** Asks for batches up to AHEAD, none past a row larger than the budget, so at most one is in memory (D8.4). */
+  #fill(): void {
     while (this.#ahead.length < AHEAD) {
       const before = this.#ahead.at(-1);
-      this.#ahead.push(this.#readAhead(before === undefined ? Promise.resolve(after(returned)) : before.then(after)));
+      const after = (r: Request | typeof DEFERRED) =>
+        r === DEFERRED ? DEFERRED : r.asked === 0 ? FINISHED : this.#askUnlessOversized();
+      this.#ahead.push(this.#readAhead(before === undefined ? this.#askUnlessOversized() : before.then(after)));
     }
+  }
+
+  async #askUnlessOversized(): Promise<Request | typeof DEFERRED> {
+    await this.#ensureSizes(1);
+    return this.#nextIsOversized() ? DEFERRED : this.#ask();
+  }
+
+  #ask(): Promise<Request> {
+    return this.#request(this.limits.maxRows, this.limits.fetchMs);
   }
 
   /** The export may stop before it wants this batch; its rejection must not then end the process. */
@@ -127,25 +133,65 @@ export class DocumentCursor {
     return request;
   }
 
-  /** The batch after `before` (null: the first), null when the selection has no document there. */
-  async #fetch(before: Batch | null, timeoutMs: number): Promise<Batch | null> {
-    const rows = this.#rows;
-    const [text, params] =
-      before === null
-        ? [this.sql.first, [...this.params, String(rows)]]
-        : [this.sql.next, [...this.params, String(rows), ...before.after!]];
-    // Prepared: planning the statement took about as long as running it for a batch of small documents.
-    const got = await this.snap.query<(Buffer | null)[][]>(text, params, { raw: true, prepare: true, timeoutMs });
-    if (got.length === 0) return null;
-    const batch = parseBatch(got[0]!, this.limits.budgetBytes);
-    this.#last = batch;
-    // PostgreSQL sizes every row it is allowed and keeps those within the budget: ask for about as
-    // many as the last batch held, twice as many when the row cap was what cut it.
-    const cut = batch.count === rows ? 2 * rows + 16 : batch.count + (batch.count >> 2) + 16;
-    this.#rows = Math.min(this.limits.maxRows, cut);
-    return batch;
+  #nextIsOversized(): boolean {
+    const size = this.#sizes[this.#head];
+    return size !== undefined && size + ROW_OVERHEAD_BYTES > this.limits.budgetBytes;
   }
 
-  /** Nothing to close: each batch is a statement of its own. */
-  async close(): Promise<void> {}
+  /** The transaction's end would close them too; this frees their memory earlier. */
+  async close(): Promise<void> {
+    await this.snap.query(`CLOSE ${ROWS}; CLOSE ${SIZES}`, [], { timeoutMs: this.limits.fetchMs });
+  }
+
+  async #request(maxRows: number, timeoutMs: number): Promise<Request> {
+    await this.#ensureSizes(maxRows);
+    const asked = rowsWithinBudget(this.#sizes, this.#head, this.limits.budgetBytes, maxRows);
+    this.#head += asked;
+    if (asked === 0) return { asked, rows: Promise.resolve([]) };
+    const rows = this.snap.query<DocumentRow[]>(`FETCH FORWARD ${asked} FROM ${ROWS}`, [], { raw: true, timeoutMs });
+    rows.catch(() => {});
+    // Queued behind the batch on the connection, never ahead of it.
+    this.#readSizesAhead();
+    return { asked, rows };
+  }
+
+  async #ensureSizes(count: number): Promise<void> {
+    while (this.#sizes.length - this.#head < count && !this.#sizesDone) {
+      this.#readSizesAhead(true);
+      await this.#sizesPending;
+    }
+  }
+
+  #readSizesAhead(force = false): void {
+    if (this.#sizesDone || this.#sizesPending !== null) return;
+    if (!force && this.#sizes.length - this.#head >= this.limits.maxRows) return;
+    const chunk = this.#sizeChunk;
+    this.#sizeChunk = Math.max(1024, 2 * this.limits.maxRows);
+    const reading = this.snap.query<[Buffer][]>(`FETCH FORWARD ${chunk} FROM ${SIZES}`, [], {
+      raw: true,
+      timeoutMs: this.limits.fetchMs,
+    });
+    this.#sizesPending = reading.then(
+      (rows) => {
+        // Drop what was used, so the buffer never holds more than a chunk and a batch.
+        this.#sizes = this.#sizes.slice(this.#head);
+        this.#head = 0;
+        for (let i = 0; i < rows.length; i++) this.#sizes.push(decimal(rows[i]![0]));
+        if (rows.length < chunk) this.#sizesDone = true;
+        this.#sizesPending = null;
+      },
+      (err: unknown) => {
+        this.#sizesPending = null;
+        throw err;
+      },
+    );
+    this.#sizesPending.catch(() => {});
+  }
+}
+
+/** A non-negative int8 as PostgreSQL's text format writes it, read without a string per row. */
+function decimal(text: Buffer): number {
+  let n = 0;
+  for (let i = 0; i < text.length; i++) n = n * 10 + text[i]! - 0x30;
+  return n;
 }

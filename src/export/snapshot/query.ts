@@ -58,3 +58,34 @@ export function documentQuery(opts: DocumentQueryOptions, filter = ''): string {
   ${documentsOf(opts, filter)}
   ${ORDER}`;
 }
+
+/**
+ * Each row's variable-length bytes (D8.4): `octet_length` reads a TOAST header, not the
+ * body. A stored plan arrives as bytea's hex text, two characters a byte.
+ */
+export function documentSizeQuery(opts: DocumentQueryOptions, filter = ''): string {
+  const len = (col: string) => `coalesce(octet_length(${col}), 0)`;
+  const cols = [
+    'id',
+    'slug',
+    'name',
+    'type',
+    'parent_id',
+    'order_key',
+    'description',
+    'emoji_info',
+    'cover_url',
+    'cover_position',
+    'theme_id',
+    'background_theme_id',
+    'content_str',
+  ];
+  if (opts.includeContentHtml) cols.push('content_html');
+  const plan = plansRead(opts)
+    ? ` + coalesce(${storedPlan('2 + 2 * (octet_length(plan_key) + octet_length(plan))')}, 0)`
+    : '';
+  return `
+  SELECT (${cols.map(len).join(' + ')} + ${len("array_to_string(tags, ',')")}${plan})::int8
+  ${documentsOf(opts, filter)}
+  ${ORDER}`;
+}

@@ -16,18 +16,9 @@ export interface SnapshotTimeouts {
   idleInTransactionMs: number;
 }
 
-export interface QueryOptions {
-  raw?: boolean;
-  prepare?: boolean;
-  timeoutMs: number;
-}
-
 export interface Snapshot {
-  /**
-   * Rows as arrays of Buffers when `raw`; `prepare`: a named statement, planned once a connection.
-   * Rejects with DependencyError past `timeoutMs`, or at once with the snapshot's failure.
-   */
-  query<T>(text: string, params: readonly unknown[], opts: QueryOptions): Promise<T>;
+  /** Rows as arrays of Buffers when `raw`. Rejects with DependencyError past `timeoutMs`, or at once with the snapshot's failure. */
+  query<T>(text: string, params: readonly unknown[], opts: { raw?: boolean; timeoutMs: number }): Promise<T>;
 }
 
 /**
@@ -68,9 +59,14 @@ class Failure {
   }
 
   /** `tx.unsafe(text)`'s result; a late answer fails the snapshot, and a failed snapshot this statement, at once. */
-  query<R>(tx: TransactionSql, text: string, params: readonly unknown[], opts: QueryOptions): Promise<R> {
+  query<R>(
+    tx: TransactionSql,
+    text: string,
+    params: readonly unknown[],
+    opts: { raw?: boolean; timeoutMs: number },
+  ): Promise<R> {
     this.check();
-    const q = tx.unsafe(text, params as never[], { prepare: opts.prepare === true });
+    const q = tx.unsafe(text, params as never[]);
     const running = (opts.raw ? q.raw() : q).execute() as unknown as Promise<R>;
     return new Promise<R>((resolve, reject) => {
       const statement = {
@@ -132,7 +128,7 @@ export async function inSnapshot<T>(
  */
 function sessionSettings(timeouts: SnapshotTimeouts): string {
   return (
-    'SET LOCAL enable_seqscan = off; SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_generic_plan; ' +
+    'SET LOCAL enable_seqscan = off; SET LOCAL jit = off; ' +
     `SET LOCAL lock_timeout = ${Math.trunc(timeouts.lockMs)}; ` +
     `SET LOCAL statement_timeout = ${Math.trunc(timeouts.fetchMs)}; ` +
     `SET LOCAL idle_in_transaction_session_timeout = ${Math.trunc(timeouts.idleInTransactionMs)}`

@@ -13,7 +13,6 @@ import { ExportBody } from '../../../src/export/encode/export-body.js';
 import { JsonChunker } from '../../../src/export/encode/json-encoder.js';
 import { rowFromValues, type DocumentValues } from '../../../bench/lib/rows.js';
 import { ResponseWriter } from '../../../src/export/respond/response-writer.js';
-import { batchOfRows } from '../../helpers/batches.js';
 
 const BOOK: BookRow = {
   id: 'b1',
@@ -77,11 +76,7 @@ t.test('documents in order, meta.count last, the copy for the cache equal to wha
   const rows = ['d1', 'd2', 'd3'].map((id) => rowFromValues(values(id, 'x'.repeat(700))));
   const { text, result } = await serve(async (body) => {
     body.open(BOOK);
-    await body.writeBatch(batchOfRows(rows), {
-      coverUrls: rows.map(() => null),
-      contentHtml: rows.map(() => null),
-      bytes: 0,
-    });
+    await body.writeBatch(rows, { coverUrls: rows.map(() => null), contentHtml: rows.map(() => null), bytes: 0 });
     await body.finish();
     return { count: body.count, captured: body.captured };
   }, 1 << 20);
@@ -100,7 +95,7 @@ t.test('a body larger than captureUpTo is not kept', async (t) => {
   const rows = [rowFromValues(values('d1', 'y'.repeat(5000)))];
   const { result } = await serve(async (body) => {
     body.open(BOOK);
-    await body.writeBatch(batchOfRows(rows), { coverUrls: [null], contentHtml: [null], bytes: 0 });
+    await body.writeBatch(rows, { coverUrls: [null], contentHtml: [null], bytes: 0 });
     await body.finish();
     return body.captured;
   }, 1000);

@@ -7,13 +7,16 @@
 import t, { type Test } from 'tap';
 import type { Sql } from '../../../src/db/connect.js';
 import { readChangeState } from '../../../src/export/change-state.js';
-import { changedDocumentQuery, sinceFilter, removedQuery } from '../../../src/export/snapshot/changes-query.js';
+import {
+  changedDocumentQuery,
+  changedDocumentSizeQuery,
+  removedQuery,
+} from '../../../src/export/snapshot/changes-query.js';
 import { documentQuery } from '../../../src/export/snapshot/query.js';
 import { doc, seed, simpleSeed } from '../../helpers/app.js';
 import { createTestDatabase } from '../../helpers/db.js';
 import { applyDelta, deltaSince, exportAt } from '../../helpers/changes.js';
-import { documentIdOf, parseBatch, type DocumentRow } from '../../../src/export/snapshot/rows.js';
-import { batchStatements } from '../../../src/export/snapshot/batch-query.js';
+import { documentIdOf, type DocumentRow } from '../../../src/export/snapshot/rows.js';
 
 const BOOK = 'b-u1';
 
@@ -136,38 +139,19 @@ t.test('each kind of write, for both excludeCategories', async (t) => {
   t.same(other, { documents: ['d11'], removed: [], rows: other.rows }, 'the moved document entered the other book');
 });
 
-t.test('a delta is cut into batches by bytes in PostgreSQL, in order (D8.4, D12.2)', async (t) => {
+t.test('the delta size cursor gives one size per document row, in the same order', async (t) => {
   const { sql } = await createTestDatabase(t);
   await seed(sql, simpleSeed([doc('d1', 'a1'), doc('d2', 'a2', { contentHtml: 'x'.repeat(5000) }), doc('d3', 'a3')]));
   const opts = { excludeCategories: true, includeContentHtml: true };
   const before = await exportAt(sql, BOOK, opts);
   await sql`UPDATE documents SET content_html = 'y' || coalesce(content_html, '') WHERE id IN ('d2', 'd3')`;
-  const shape = { budgetBytes: 2000, firstRows: 16, maxRows: 1000, between: ',', after: '' };
-  const sql2 = batchStatements(opts, shape, 3, sinceFilter(opts));
-  const [batches, rows] = await sql.begin('ISOLATION LEVEL REPEATABLE READ READ ONLY', async (tx) => {
-    const first = (await tx.unsafe(sql2.first, [BOOK, before.snapshot, '{}', '16']).raw())[0] as unknown as Buffer[];
-    const after = parseBatch(first, shape.budgetBytes).after!;
-    const next = (
-      await tx.unsafe(sql2.next, [BOOK, before.snapshot, '{}', '16', ...after]).raw()
-    )[0] as unknown as Buffer[];
-    return [
-      [first, next],
-      (await tx.unsafe(changedDocumentQuery(opts), [BOOK, before.snapshot, '{}']).raw()) as unknown as DocumentRow[],
-    ] as const;
-  });
+  const [sizes, rows] = await sql.begin('ISOLATION LEVEL REPEATABLE READ READ ONLY', async (tx) => [
+    await tx.unsafe(changedDocumentSizeQuery(opts), [BOOK, before.snapshot, '{}']).values(),
+    (await tx.unsafe(changedDocumentQuery(opts), [BOOK, before.snapshot, '{}']).raw()) as unknown as DocumentRow[],
+  ]);
+  t.equal(sizes.length, 2);
   t.same(rows.map(documentIdOf), ['d2', 'd3']);
-  const parsed = batches.map((b) => parseBatch(b, shape.budgetBytes));
-  t.same(
-    parsed.map((b) => b.count),
-    [1, 1],
-    'd2 is larger than the budget: alone, and d3 in a batch of its own',
-  );
-  t.ok(parsed[0]!.text.length > 5000 && parsed[1]!.text.length < 2000);
-  t.same(
-    parsed.flatMap((b) => b.pieces.map((p) => documentIdOf(p.row))),
-    ['d2', 'd3'],
-    'in order, in pieces',
-  );
+  t.ok(Number(sizes[0]![0]) > 5000 && Number(sizes[1]![0]) < 100, 'd2 is the large one');
 });
 
 t.test('readChangeState: the snapshot of the transaction it runs in, the epoch, the floor, the database', async (t) => {

@@ -4,7 +4,7 @@
  * order, and a statement that does not answer in time fails the snapshot without leaking its
  * connection.
  */
-import { DOC, documentIdOf, type Batch } from '../../../src/export/snapshot/rows.js';
+import { DOC, documentIdOf, type DocumentRow } from '../../../src/export/snapshot/rows.js';
 import { DependencyError } from '../../../src/errors.js';
 import t, { type Test } from 'tap';
 import { connect } from '../../../src/db/connect.js';
@@ -15,23 +15,7 @@ import { doc, seed, simpleSeed } from '../../helpers/app.js';
 import { createTestDatabase } from '../../helpers/db.js';
 
 const TIMEOUTS: SnapshotTimeouts = { startMs: 5000, fetchMs: 10_000, lockMs: 5000, idleInTransactionMs: 60_000 };
-const LIMITS = { maxRows: 1000, firstRows: 16, between: ',', after: '', startMs: 5000, fetchMs: 10_000 };
-
-/** The ids of a batch's documents in order: read from the JSON text PostgreSQL wrote, or from the pieces. */
-function idsOf(batch: Batch): string[] {
-  const ids: string[] = [];
-  const plain = (from: number, to: number) => {
-    for (const m of batch.text.toString('utf8', from, to).matchAll(/\{"id":"([^"]*)"/g)) ids.push(m[1]!);
-  };
-  let from = 0;
-  for (const p of batch.pieces) {
-    plain(from, p.at);
-    ids.push(documentIdOf(p.row));
-    from = p.end;
-  }
-  plain(from, batch.text.length);
-  return ids;
-}
+const rowBytes = (row: DocumentRow) => row.reduce((n, col) => n + (col?.length ?? 0), 0);
 
 /** Every batch of book `bookId`, read through a cursor of `budget` bytes on a connection of its own. */
 async function readBatches(
@@ -40,13 +24,19 @@ async function readBatches(
   bookId: string,
   opts: DocumentQueryOptions,
   budget: number,
-): Promise<Batch[]> {
+): Promise<DocumentRow[][]> {
   const sql = connect(url, { max: 1, applicationName: 'kbx-test-export' });
   t.teardown(() => sql.end({ timeout: 1 }));
   return inSnapshot(sql, TIMEOUTS, async (snap) => {
-    const cursor = await DocumentCursor.open(snap, opts, bookId, { all: true }, { ...LIMITS, budgetBytes: budget });
-    const out: Batch[] = [];
-    for (let batch = await cursor.next(); batch !== null; batch = await cursor.next()) out.push(batch);
+    const cursor = await DocumentCursor.open(
+      snap,
+      opts,
+      bookId,
+      { all: true },
+      { budgetBytes: budget, maxRows: 1000, firstRows: 16, startMs: 5000, fetchMs: 10_000 },
+    );
+    const out: DocumentRow[][] = [];
+    for (let rows = await cursor.next(); rows !== null; rows = await cursor.next()) out.push(rows);
     await cursor.close();
     return out;
   });
@@ -73,16 +63,16 @@ t.test('a size-skewed knowledge base: every batch fits the budget or is one row 
   const budget = 256 * 1024;
   const batches = await readBatches(t, db.url, bookId, { excludeCategories: true, includeContentHtml: true }, budget);
 
-  t.equal(batches[0]!.count, 16, 'the first batch is small');
+  t.equal(batches[0]!.length, 16, 'the first batch is small');
   for (const [i, batch] of batches.entries()) {
-    const bytes = batch.text.length;
-    if (batch.count > 1) t.ok(bytes <= budget, `batch ${i}: ${batch.count} rows, ${bytes} bytes within ${budget}`);
-    else t.ok(batch.count === 1, `batch ${i}: one row of ${bytes} bytes`);
+    const bytes = batch.reduce((n, r) => n + rowBytes(r), 0);
+    if (batch.length > 1) t.ok(bytes <= budget, `batch ${i}: ${batch.length} rows, ${bytes} bytes within ${budget}`);
+    else t.ok(batch.length === 1, `batch ${i}: one row of ${bytes} bytes`);
   }
-  const large = batches.filter((b) => b.text.length > MB);
+  const large = batches.filter((b) => b.some((r) => rowBytes(r) > MB));
   t.equal(large.length, 12, 'each 1 MB document came in a batch of its own');
-  t.ok(large.every((b) => b.count === 1));
-  const ids = batches.flatMap(idsOf);
+  t.ok(large.every((b) => b.length === 1));
+  const ids = batches.flat().map(documentIdOf);
   t.same(
     ids,
     docs.map((d) => d.id),
@@ -111,7 +101,7 @@ t.test('two batches are asked for ahead, never one past a row larger than the bu
   const batches = await inSnapshot(sql, TIMEOUTS, async (snap) => {
     const watched = {
       query<T>(text: string, params: readonly unknown[], opts: { raw?: boolean; timeoutMs: number }): Promise<T> {
-        if (text.includes('FROM documents')) sent.push(returned);
+        if (text.includes('FROM kb_export_cursor')) sent.push(returned);
         return snap.query<T>(text, params, opts);
       },
     };
@@ -120,12 +110,18 @@ t.test('two batches are asked for ahead, never one past a row larger than the bu
       { excludeCategories: true, includeContentHtml: true },
       bookId,
       { all: true },
-      { ...LIMITS, budgetBytes: 64 * KB, maxRows: 20, firstRows: 4 },
+      {
+        budgetBytes: 64 * KB,
+        maxRows: 20,
+        firstRows: 4,
+        startMs: 5000,
+        fetchMs: 10_000,
+      },
     );
-    const out: Batch[] = [];
-    for (let batch = await cursor.next(); batch !== null; batch = await cursor.next()) {
-      out.push(batch);
-      returned += batch.count;
+    const out: DocumentRow[][] = [];
+    for (let rows = await cursor.next(); rows !== null; rows = await cursor.next()) {
+      out.push(rows);
+      returned += rows.length;
       // Let every read-ahead the cursor chains be sent before counting what is outstanding.
       await new Promise((resolve) => setTimeout(resolve, 20));
       ahead.push(sent.length - out.length);
@@ -134,18 +130,18 @@ t.test('two batches are asked for ahead, never one past a row larger than the bu
     return out;
   });
   t.same(
-    batches.flatMap(idsOf),
+    batches.flat().map(documentIdOf),
     docs.map((d) => d.id),
     'every row once, in order',
   );
   t.equal(Math.max(...ahead), 2, 'at most two batches were asked for and not yet returned, and two were');
-  const before = batches.map((_, i) => batches.slice(0, i).reduce((n, b) => n + b.count, 0));
+  const before = batches.map((_, i) => batches.slice(0, i).reduce((n, b) => n + b.length, 0));
   const large = batches.flatMap((batch, i) =>
-    batch.pieces.some((p) => (p.row[DOC.contentHtml]?.length ?? 0) > 64 * KB) ? [i] : [],
+    batch.some((r) => (r[DOC.contentHtml]?.length ?? 0) > 64 * KB) ? [i] : [],
   );
   t.equal(large.length, 2, 'two batches hold a large document');
   for (const i of large) {
-    t.equal(batches[i]!.count, 1, `batch ${i} holds the large document alone`);
+    t.equal(batches[i]!.length, 1, `batch ${i} holds the large document alone`);
     t.equal(sent[i], before[i], `batch ${i} was asked for once every row before it was returned (${before[i]} rows)`);
   }
   t.equal(
@@ -175,7 +171,7 @@ t.test('stored plans read with their rows count toward the budget (D8.4)', async
     { excludeCategories: true, includeContentHtml: true, withPlans: true },
     budget,
   );
-  const rows = batches.flatMap((b) => b.pieces.map((p) => p.row));
+  const rows = batches.flat();
   t.equal(
     rows.filter((r) => (r[DOC.plan]?.length ?? 0) > 200 * 1024).length,
     20,
@@ -186,8 +182,8 @@ t.test('stored plans read with their rows count toward the budget (D8.4)', async
     'and every small one',
   );
   for (const [i, batch] of batches.entries()) {
-    const bytes = batch.text.length;
-    if (batch.count > 1) t.ok(bytes <= budget, `batch ${i}: ${batch.count} rows, ${bytes} bytes within ${budget}`);
+    const bytes = batch.reduce((n, r) => n + rowBytes(r), 0);
+    if (batch.length > 1) t.ok(bytes <= budget, `batch ${i}: ${batch.length} rows, ${bytes} bytes within ${budget}`);
   }
   t.same(
     rows.map(documentIdOf),
@@ -208,14 +204,17 @@ t.test('an empty knowledge base: one empty first batch, then the end', async (t)
       { excludeCategories: false, includeContentHtml: false },
       bookId,
       { all: true },
-      { ...LIMITS, budgetBytes: 1024, maxRows: 10, firstRows: 4 },
+      {
+        budgetBytes: 1024,
+        maxRows: 10,
+        firstRows: 4,
+        startMs: 5000,
+        fetchMs: 5000,
+      },
     );
     return [await cursor.next(), await cursor.next()];
   });
-  t.same(
-    seen.map((b) => b && { count: b.count, bytes: b.text.length }),
-    [{ count: 0, bytes: 0 }, null],
-  );
+  t.same(seen, [[], null]);
 });
 
 t.test(
