@@ -55,6 +55,27 @@ export class StateDir {
     return path.join(this.root, 'index.ndjson');
   }
 
+  /** The media files to remove since `--media` was switched off (removed once they are). */
+  get mediaOffFile(): string {
+    return path.join(this.root, 'media-off.ndjson');
+  }
+
+  /** Lists `paths` (of files under `media/`) in mediaOffFile, durably. */
+  async noteMediaOff(paths: AsyncIterable<string>): Promise<void> {
+    await this.replace(
+      this.mediaOffFile,
+      (async function* () {
+        for await (const p of paths) yield `${JSON.stringify({ path: p })}\n`;
+      })(),
+    );
+    await syncDir(this.root);
+  }
+
+  /** The paths mediaOffFile lists (none when it is missing). */
+  async *mediaOff(): AsyncGenerator<string> {
+    for await (const e of lines<{ path: string }>(this.mediaOffFile)) yield e.path;
+  }
+
   private get nextFile(): string {
     return path.join(this.root, 'index.next.ndjson');
   }
