@@ -1,6 +1,7 @@
 /**
  * How a mirror touches its tree: a file is replaced only when its bytes differ, through a
- * temporary file in `.kb-export/tmp/` and a rename, so an untouched file keeps its bytes and mtime;
+ * temporary file in `.kb-export/tmp/`, fsynced, and a rename, so an untouched file keeps its bytes
+ * and mtime, and a written one is whole after a crash;
  * files no document uses any more go, then the folders they leave empty (D14.4). Large files
  * (SUMMARY.md of a million pages) are written and compared a chunk at a time.
  */

@@ -1,10 +1,11 @@
 /**
  * What a mirror keeps in `DIR/.kb-export/` about itself: `state.json` (the book, the format and
  * what else decides a page's bytes) and `index.ndjson`, one line per document with its path, the
- * SHA-256 of its exported JSON, the size and ctime of its file as written. A run writes the paths it is
- * about to use to `index.next.ndjson` before it touches the tree and renames it over the index
- * once done, so a run killed in between leaves a list of every file it may have written: the next
- * run removes those it no longer needs. Files are replaced through `tmp/` and a rename.
+ * SHA-256 of its exported JSON, the size and ctime of its file as written. A run writes the
+ * paths it is about to use to `index.next.ndjson` before it writes pages and renames the new index
+ * over the old once done, so a run killed in between leaves a list of every file it may have
+ * written: the next run removes those it no longer needs. `media-off.ndjson` lists the media to
+ * remove once `--media` was switched off. Files are replaced through `tmp/` and a rename.
  */
 import { createReadStream } from 'node:fs';
 import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
