@@ -65,6 +65,7 @@ export class DiskTable<V> {
     return found.value;
   }
 
+  /** Whether `key` has a value. */
   has(key: string): boolean {
     return this.cache.has(key) || this.find(key).offset !== 0;
   }

@@ -41,6 +41,7 @@ export class LineWriter {
     this.pending = 0;
   }
 
+  /** Writes what is buffered and closes the file. */
   close(): void {
     this.flush();
     closeSync(this.fd);
