@@ -54,12 +54,12 @@ export function cliPath(): string {
 /**
  * Runs `kb-export ARGS` with `env` added to this process's (NODE_OPTIONS replaced: no test
  * runner's hooks or coverage in the measured process) and returns what it printed, its exit code,
- * its peak RSS and its wall time.
+ * its peak RSS and its wall time. `cli`: another build's executable (a baseline's).
  */
-export async function runCli(args: string[], env: Record<string, string>): Promise<CliRun> {
+export async function runCli(args: string[], env: Record<string, string>, cli = cliPath()): Promise<CliRun> {
   const started = performance.now();
   const [command, argv] = untracked(
-    [cliPath(), ...args],
+    [cli, ...args],
     `--import=data:text/javascript,${encodeURIComponent(HOLD_AT_EXIT)}`,
   );
   const child = spawn(command, argv, {

@@ -41,7 +41,7 @@ const HELP = `
   Examples:
     KB_EXPORT_API_KEY=kbx_… kb-export mirror --server https://kb.example.com --book handbook \\
       --out handbook --media --git
-    mdbook build handbook    # with a book.toml whose [book] src = "."`;
+    mkdocs build --strict    # mkdocs.yml: docs_dir: handbook, plugins: [literate-nav] (README)`;
 
 /** Adds `mirror` to `program`; `integerOption` parses numeric options as the other commands do. */
 export function registerMirrorCommand(program: Command, integerOption: (value: string) => number): void {

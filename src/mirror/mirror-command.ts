@@ -16,10 +16,12 @@ import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { exportUrl } from '../backup/backup-command.js';
 import { BackupError } from '../backup/backup-error.js';
-import { readManifestHead } from '../backup/manifest-read.js';
+import { manifestEntries, readManifestHead } from '../backup/manifest-read.js';
+import { manifestFileOf } from '../backup/manifest.js';
 import { runFileBackup } from '../backup/media-backup.js';
 import { MediaUrls } from '../backup/media-path.js';
 import { ConvertPool, DEFAULT_BUDGET, type ConvertBudget } from './convert-pool.js';
+import { removeStale } from './files.js';
 import { commitRun } from './git.js';
 import { MediaLinks } from './page.js';
 import { renderMirror, type RenderCounts } from './render.js';
@@ -87,6 +89,9 @@ export async function runMirror(
   await state.prepare().catch((err: Error) => {
     throw new BackupError(`cannot write in --out ${o.out}: ${err.message}`, 1);
   });
+  await noteMediaOff(o, state, previous).catch((err: Error) => {
+    throw new BackupError(`the media of the last run cannot be listed: ${err.message}`, 1);
+  });
   const outcome = await download(o, state, log, env).catch(async (err: unknown) => {
     // A first run that got no export leaves nothing behind: bad input changes nothing.
     if (fresh) await rm(existed ? state.root : state.dir, { recursive: true, force: true });
@@ -94,6 +99,30 @@ export async function runMirror(
   });
   if (!o.quiet) log(outcome.line.replaceAll('\n', '; '));
   return render(o, state, previous, outcome, started, log);
+}
+
+/**
+ * With `--media` switched off, the media files the last run saved (the backup's manifest lists
+ * them) are noted before this run's backup writes a manifest without them. Files under `media/`
+ * that the manifest never listed are not the mirror's and stay.
+ */
+async function noteMediaOff(o: MirrorOptions, state: StateDir, previous: MirrorState | null): Promise<void> {
+  if (o.media || previous === null || existsSync(state.mediaOffFile)) return;
+  if ((JSON.parse(previous.render) as { media?: boolean }).media !== true) return;
+  if (!existsSync(manifestFileOf(state.exportFile))) return;
+  await state.noteMediaOff(
+    (async function* () {
+      for await (const e of manifestEntries(state.exportFile)) if ('sha256' in e) yield `media/${e.path}`;
+    })(),
+  );
+}
+
+/** Removes the media files noted by noteMediaOff once no page links them (the run is committed). Throws the file system's errors. */
+async function removeMediaOff(o: MirrorOptions, state: StateDir): Promise<void> {
+  if (!existsSync(state.mediaOffFile)) return;
+  if (!o.media) await removeStale(state.dir, state.mediaOff(), state.dirs);
+  await state.dirs.flush();
+  await rm(state.mediaOffFile, { force: true });
 }
 
 /** The export file brought up to date by the incremental backup, with the media for --media. Throws BackupError. */
@@ -165,6 +194,7 @@ async function render(
       log(`pages: ${done} of ${total}`);
     };
     counts = await renderMirror({ state, next, previous, links, pool, window: size * 4, log, progress });
+    await removeMediaOff(o, state);
   } catch (err) {
     throw new BackupError(`the mirror could not be written: ${(err as Error).message}; the next run completes it`, 1);
   } finally {

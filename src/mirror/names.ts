@@ -16,7 +16,7 @@ const FORBIDDEN = /[<>:"/\\|?*\u0000-\u001f\u007f]/g;
 const DEVICE = /^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³]|conin\$|conout\$)$/i;
 
 /** `s` cut to at most `bytes` UTF-8 bytes, never inside a code point. */
-function cutUtf8(s: string, bytes: number): string {
+export function cutUtf8(s: string, bytes: number): string {
   if (Buffer.byteLength(s) <= bytes) return s;
   let out = '';
   let used = 0;
@@ -61,7 +61,9 @@ export interface NameRequest {
   ext: string;
 }
 
-const key = (base: string, ext: string) => `${base}${ext}`.toLowerCase();
+/** What two sibling names are compared by: the name on disk, lower case. */
+export const nameKey = (base: string, ext: string) => `${base}${ext}`.toLowerCase();
+const key = nameKey;
 
 /**
  * Unique names for one folder's entries, keyed by id: `base + ext` as wanted, except that among

@@ -72,8 +72,8 @@ export class MediaLinks {
  * first created (then smallest id) is the target. Anything else is left as stored (D14.3).
  */
 export class DocLinks {
-  /** `bySlug`: slug → mirror path of the document it names. */
-  constructor(private readonly bySlug: ReadonlyMap<string, string>) {}
+  /** `bySlug`: slug → mirror path of the document it names (a Map, or a table on disk). */
+  constructor(private readonly bySlug: { get(slug: string): string | undefined }) {}
 
   /** The mirror link for `href` from page `from`, or null when it names no document. */
   target(href: string, from: string): string | null {
@@ -178,12 +178,19 @@ const STYLE =
 
 /** An HTML page of the mirror: `title`, then `body` (trusted markup), with a link to the top index from `from`. */
 export function htmlDocument(title: string, body: string, from: string | null): string {
+  const [head, tail] = htmlDocumentParts(title, from);
+  return `${head}${body}${tail}`;
+}
+
+/** htmlDocument's bytes before and after its body, for a body written in parts. */
+export function htmlDocumentParts(title: string, from: string | null): [string, string] {
   const nav = from === null ? '' : `<nav><a href="${relativeLink(from, 'index.html')}">Contents</a></nav>\n`;
-  return (
+  return [
     `<!doctype html>\n<html>\n<head>\n<meta charset="utf-8">\n` +
-    `<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>${escapeHtml(title)}</title>\n` +
-    `<style>${STYLE}</style>\n</head>\n<body>\n${nav}<main>\n<h1>${escapeHtml(title)}</h1>\n${body}\n</main>\n</body>\n</html>\n`
-  );
+      `<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>${escapeHtml(title)}</title>\n` +
+      `<style>${STYLE}</style>\n</head>\n<body>\n${nav}<main>\n<h1>${escapeHtml(title)}</h1>\n`,
+    `\n</main>\n</body>\n</html>\n`,
+  ];
 }
 
 /** A document as an HTML page at `from`, its metadata in a definition list after the content. */

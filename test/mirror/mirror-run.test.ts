@@ -4,7 +4,7 @@
  * small budget, --git, progress, and the refusals of a state file that is not a mirror's.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
@@ -95,6 +95,48 @@ t.test('Markdown with media, the fallback and git, then a change', async (t) => 
   await runMirror(options(fresh, { quiet: true }), () => {}, env);
   t.same(treeOf(fresh), treeOf(out), 'the incremental run equals a fresh mirror, byte for byte');
   t.equal(execFileSync('git', ['rev-list', '--count', 'HEAD'], { cwd: out }).toString(), '2\n');
+});
+
+t.test('an edit that keeps a page’s size is undone, and nothing else is touched', async (t) => {
+  const out = path.join(dir, 'md');
+  const page = path.join(out, 'linker.md');
+  const before = readFileSync(page, 'utf8');
+  const edited = before.replace('[a picture]', '[A picture]');
+  t.equal(Buffer.byteLength(edited), Buffer.byteLength(before), 'the same size');
+  t.not(edited, before);
+  const mtimes = new Map([...treeOf(out).keys()].map((p) => [p, statSync(path.join(out, p)).mtimeMs]));
+  writeFileSync(page, edited);
+  utimesSync(page, new Date(mtimes.get('linker.md')!), new Date(mtimes.get('linker.md')!));
+  const r = await runMirror(options(out, { quiet: true }), () => {}, env);
+  t.match(r.line, /0 added, 1 changed, 0 moved, 0 deleted/);
+  t.equal(readFileSync(page, 'utf8'), before, 'the page has its bytes again, though its mtime was put back too');
+  const touched = [...treeOf(out).keys()].filter((p) => statSync(path.join(out, p)).mtimeMs !== mtimes.get(p));
+  t.same(touched, ['linker.md'], 'every other file keeps its mtime');
+  const again = await runMirror(options(out, { quiet: true }), () => {}, env);
+  t.match(again.line, /0 added, 0 changed, 0 moved, 0 deleted in [\d.]+ s \(4 unchanged\)/);
+});
+
+t.test('--media switched off removes the media the mirror saved, and only those', async (t) => {
+  const out = path.join(dir, 'md');
+  t.ok(treeOf(out).has('media/uploads/p.png'));
+  writeFileSync(path.join(out, 'media/mine.txt'), 'not the mirror’s');
+  const r = await runMirror(options(out, { media: false, quiet: true }), () => {}, env);
+  t.match(r.line, /git: committed/);
+  const files = [...treeOf(out).keys()];
+  t.same(
+    files.filter((f) => f.startsWith('media/')),
+    ['media/mine.txt'],
+    'the saved media went, with the folders they left empty',
+  );
+  t.notOk(existsSync(path.join(out, 'media/uploads')));
+  t.notOk(existsSync(path.join(out, '.kb-export/media-off.ndjson')), 'the list of what to remove went too');
+  t.match(
+    treeOf(out).get('guide/picture.md')!.toString(),
+    /!\[p\]\(http:\/\/127\.0\.0\.1:\d+\/media\/uploads\/p\.png\)/,
+  );
+  const again = await runMirror(options(out, { media: true, quiet: true }), () => {}, env);
+  t.match(again.line, /git: committed/);
+  t.ok(treeOf(out).has('media/uploads/p.png'), 'switched on again, the media come back');
 });
 
 t.test('HTML without media: links to the server', async (t) => {
