@@ -9,10 +9,15 @@ import { mkdir, open, readFile, rename, rm, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { syncDir } from '../backup/output.js';
 import { SortedSpill } from '../backup/sorted-spill.js';
-import type { StateDir } from './state.js';
 
 /** Folders whose entries changed since they were last fsynced. */
 const DIRS_HELD = 256;
+
+/** Where a page is written before its rename, and the folders a run changed: the run's state (state.ts). */
+export interface WriteScratch {
+  tempName(): string;
+  readonly dirs: DirSync;
+}
 
 /**
  * Folders whose entries a run changed (a page renamed in, a file removed), fsynced before the
@@ -48,7 +53,7 @@ async function writeSynced(tmp: string, write: (h: Awaited<ReturnType<typeof ope
 }
 
 /** Replaces `file` with `bytes` when it holds anything else (a temporary file renamed over it); true when written. */
-export async function writeIfDifferent(state: StateDir, file: string, bytes: Buffer): Promise<boolean> {
+export async function writeIfDifferent(state: WriteScratch, file: string, bytes: Buffer): Promise<boolean> {
   const current = await readFile(file).catch((err: NodeJS.ErrnoException) => {
     if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return null;
     if (err.code === 'EISDIR') throw new Error(`${file} is a folder, where the mirror puts a page`);
@@ -65,7 +70,11 @@ export async function writeIfDifferent(state: StateDir, file: string, bytes: Buf
 }
 
 /** writeIfDifferent for bytes given in parts (`chunks`), never all in memory; true when written. */
-export async function writePartsIfDifferent(state: StateDir, file: string, chunks: Iterable<string>): Promise<boolean> {
+export async function writePartsIfDifferent(
+  state: WriteScratch,
+  file: string,
+  chunks: Iterable<string>,
+): Promise<boolean> {
   const tmp = state.tempName();
   await writeSynced(tmp, async (out) => {
     let buffered = '';
