@@ -76,6 +76,9 @@ export function untilCut(body: Readable): { source: Readable; cut(): Error | nul
       for await (const chunk of body) yield chunk as Buffer;
     } catch (err) {
       failure = err as Error;
+      // A body destroyed with bytes still in its buffer (all of them came before the close was
+      // seen): the iterator drops them, read() still gives them.
+      for (let chunk = body.read() as Buffer | null; chunk !== null; chunk = body.read() as Buffer | null) yield chunk;
     }
   }
   return { source: Readable.from(source(), { objectMode: false }), cut: () => failure };
