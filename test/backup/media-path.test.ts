@@ -7,6 +7,7 @@
  */
 import t from 'tap';
 import { compareRefs, keyCompare, MediaUrls, trimAscii, type MediaRef } from '../../src/backup/media-path.js';
+import { prng } from '../../src/generate/random.js';
 
 const rel = new MediaUrls('/media/', 'http://127.0.0.1:3000/base');
 
@@ -114,11 +115,8 @@ t.test("refOf's shortcut for plain names agrees with the URL parser on random UR
     ['/media', 'http://127.0.0.1:3000'],
     ['/a%20b/', null],
   ];
-  let seed = 42;
-  const random = (n: number) => {
-    seed = (seed * 1103515245 + 12345) % 2 ** 31;
-    return seed % n;
-  };
+  const next = prng(42);
+  const random = (n: number) => Math.floor(next() * n);
   let shortcut = 0;
   for (const [prefix, server] of prefixes) {
     const media = new MediaUrls(prefix, server);
