@@ -77,16 +77,23 @@ export type AttemptResult =
   | { kind: 'unwritable'; reason: string };
 
 const OFFERED: FileEncoding[] = hasZstd() ? ['zstd', 'br', 'gzip'] : ['br', 'gzip'];
+/**
+ * What the client asks for when it decodes the transfer itself: encodings whose decoder gives out
+ * what it has as the bytes arrive. A zstd decoder gives nothing of a block before its end (a whole
+ * batch: the server flushes after each), so a cut would lose every document of that batch.
+ */
+const DECODED_HERE: FileEncoding[] = ['br', 'gzip'];
 
 /**
- * Accept-Encoding: the file's own compression first when it has one, the others as a second choice.
- * For a plain file, compression in transit only when `inTransit` (backup --compressed): on a fast
- * link the server's compressing and the client's decoding cost more than the bytes they save.
+ * Accept-Encoding: the file's own compression first when it has one (its bytes are kept as sent),
+ * then those the client decodes as they come. For a plain file, compression in transit only when
+ * `inTransit` (backup --compressed): on a fast link the server's compressing and the client's
+ * decoding cost more than the bytes they save.
  */
 export function acceptEncoding(file: FileEncoding | null, inTransit = true): string {
   if (file === null && !inTransit) return 'identity';
-  if (file === null || !OFFERED.includes(file)) return OFFERED.join(', ');
-  return [file, ...OFFERED.filter((e) => e !== file).map((e) => `${e};q=0.5`)].join(', ');
+  if (file === null || !OFFERED.includes(file)) return DECODED_HERE.join(', ');
+  return [file, ...DECODED_HERE.filter((e) => e !== file).map((e) => `${e};q=0.5`)].join(', ');
 }
 
 export const header = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);

@@ -120,6 +120,11 @@ t.test('a plain PATH asks for the identity body, as curl -o does; --compressed a
   const compressed = await backup('gzip', 'q.json', '--compressed');
   t.equal(compressed.code, 0, compressed.stderr);
   t.match(stub.requests.at(-1)!.headers['accept-encoding'], /\bgzip\b/, '--compressed offers gzip');
+  t.notMatch(
+    stub.requests.at(-1)!.headers['accept-encoding'],
+    /zstd/,
+    'but not zstd, whose decoder keeps a whole batch back until its block ends',
+  );
   t.ok(readFileSync(path.join(dir, 'q.json')).equals(body), 'decoded into the plain file');
   t.same(leftovers(), []);
 });
