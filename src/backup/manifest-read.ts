@@ -10,11 +10,6 @@ import { createReadStream } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { pipeline } from 'node:stream/promises';
-import { parser } from 'stream-json';
-import { ignore } from 'stream-json/filters/ignore.js';
-import { pick } from 'stream-json/filters/pick.js';
-import { streamArray } from 'stream-json/streamers/stream-array.js';
-import { streamObject } from 'stream-json/streamers/stream-object.js';
 import {
   MANIFEST_VERSION,
   ManifestError,
@@ -23,6 +18,21 @@ import {
   type MediaEntry,
   type MediaSummary,
 } from './manifest.js';
+
+/**
+ * stream-json, loaded only for a manifest that is not laid out as written: its 29 modules were a
+ * sixth of verify's start-up.
+ */
+async function jsonStream() {
+  const [{ parser }, { ignore }, { pick }, { streamArray }, { streamObject }] = await Promise.all([
+    import('stream-json'),
+    import('stream-json/filters/ignore.js'),
+    import('stream-json/filters/pick.js'),
+    import('stream-json/streamers/stream-array.js'),
+    import('stream-json/streamers/stream-object.js'),
+  ]);
+  return { parser, ignore, pick, streamArray, streamObject };
+}
 
 /** The end of the first line of a manifest with a media list. */
 const LIST_OPENS = '"media":[';
@@ -105,6 +115,7 @@ async function headOfLines(file: string): Promise<Record<string, unknown> | null
 
 /** Every key of the manifest but its media list, read as a JSON stream. Throws ManifestError when it is no JSON. */
 async function headAsJson(file: string): Promise<Record<string, unknown>> {
+  const { parser, ignore, streamObject } = await jsonStream();
   const values = new Map<string, unknown>();
   const object = streamObject.asStream();
   const done = pipeline(createReadStream(file), parser.asStream(), ignore.asStream({ filter: 'media' }), object);
@@ -215,6 +226,7 @@ export async function* manifestEntries(out: string): AsyncGenerator<MediaEntry |
     yield* entriesOfLines(file);
     return;
   }
+  const { parser, pick, streamArray } = await jsonStream();
   const array = streamArray.asStream();
   const done = pipeline(createReadStream(file), parser.asStream(), pick.asStream({ filter: 'media' }), array);
   done.catch((err: Error) => array.destroy(err));

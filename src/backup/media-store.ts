@@ -11,7 +11,7 @@
  * read-only file system): the command stops, as a backup does when PATH cannot be written.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, constants, lstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readSync } from 'node:fs';
 import type { Stats } from 'node:fs';
 import { lstat, mkdir, open, realpath, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -70,19 +70,46 @@ export class MediaDir {
     return new MediaDir(root);
   }
 
-  /** Media path `rel` as it is on disk: its size and absolute path when a regular file under plain folders, else what is wrong. */
-  async inspect(rel: string): Promise<{ target: string; size: number } | string> {
-    let found: { target: string; stat: Stats | null } | null;
+  /**
+   * Media path `rel` checked against a listed `size`: its SHA-256 (hex) when it is a regular file of
+   * that size under plain folders, else what differs (`size`) or is wrong (`why`: missing, a link,
+   * not a regular file, unreadable). The file is opened without following a link and judged on its
+   * descriptor: one path lookup, where an lstat and then an open made two (thousands of small files
+   * checked by verify and by an unchanged backup). Throws MediaStoreError only.
+   */
+  async hashAt(rel: string, size: number): Promise<{ sha256: string } | { size: number } | { why: string }> {
+    let target: string | null;
     try {
-      found = await this.walk(rel, false);
+      target = await this.folderOf(rel, false);
     } catch (err) {
-      if (err instanceof RefusedPath) return err.message;
+      if (err instanceof RefusedPath) return { why: err.message };
       throw err;
     }
-    if (found === null || found.stat === null) return 'missing';
-    if (found.stat.isSymbolicLink()) return `${rel} is a symbolic link`;
-    if (!found.stat.isFile()) return 'not a regular file';
-    return { target: found.target, size: found.stat.size };
+    if (target === null) return { why: 'missing' };
+    let fd: number;
+    try {
+      // Not blocking on a FIFO, not taking a terminal: what is opened is judged before it is read.
+      fd = openSync(target, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return { why: 'missing' };
+      if (code === 'ELOOP') return { why: `${rel} is a symbolic link` };
+      return { why: `unreadable (${(err as Error).message})` };
+    }
+    let open = true;
+    try {
+      const found = fstatSync(fd);
+      if (!found.isFile()) return { why: 'not a regular file' };
+      if (found.size !== size) return { size: found.size };
+      if (size <= SMALL_FILE) return { sha256: smallFileHash(fd) };
+      closeSync(fd);
+      open = false;
+      return { sha256: await fileHash(target, size) };
+    } catch (err) {
+      return { why: `unreadable (${(err as Error).message})` };
+    } finally {
+      if (open) closeSync(fd);
+    }
   }
 
   /**
@@ -103,12 +130,29 @@ export class MediaDir {
   /**
    * Walks `rel`'s folders below DIR segment by segment with lstat (making missing ones with
    * `create`), then lstats the last segment: its absolute path and what is there (null: nothing),
-   * or null when a folder is missing and not made. A folder this run already walked is not walked
-   * again (`known`): the walk is there for the links DIR held before, and nothing but this run
-   * writes in DIR while it runs (walking again would not close the gap between a check and a
-   * rename anyway).
+   * or null when a folder is missing and not made.
    */
   private async walk(rel: string, create: boolean): Promise<{ target: string; stat: Stats | null } | null> {
+    const target = await this.folderOf(rel, create);
+    if (target === null) return null;
+    // Blocking, as the hash of a small file is: a round trip through the thread pool for each
+    // file cost more than the call (thousands of small files checked).
+    let stat: Stats | null;
+    try {
+      stat = lstatSync(target, { throwIfNoEntry: false }) ?? null;
+    } catch (err) {
+      throw classify(err as NodeJS.ErrnoException, rel);
+    }
+    return { target, stat };
+  }
+
+  /**
+   * The absolute path of `rel` once its folders were walked (see walk), or null when a folder is
+   * missing and not made. A folder this run already walked is not walked again (`known`): the
+   * walk is there for the links DIR held before, and nothing but this run writes in DIR while it
+   * runs (walking again would not close the gap between a check and a rename anyway).
+   */
+  private async folderOf(rel: string, create: boolean): Promise<string | null> {
     const names = rel.split('/');
     const folder = path.join(this.root, ...names.slice(0, -1));
     if (!this.known.has(folder)) {
@@ -132,26 +176,13 @@ export class MediaDir {
       if (this.known.size >= KNOWN_FOLDERS) this.known.clear();
       this.known.add(folder);
     }
-    const target = path.join(folder, names[names.length - 1]!);
-    // Blocking, as the hash of a small file is: a round trip through the thread pool for each
-    // file cost more than the call (thousands of small files checked).
-    let stat: Stats | null;
-    try {
-      stat = lstatSync(target, { throwIfNoEntry: false }) ?? null;
-    } catch (err) {
-      throw classify(err as NodeJS.ErrnoException, rel);
-    }
-    return { target, stat };
+    return path.join(folder, names[names.length - 1]!);
   }
 
-  /**
-   * The SHA-256 of the regular file at `rel` when it has `size` bytes, read without following a
-   * link; null when it is missing, another size, or not a plain file under plain folders.
-   */
+  /** The SHA-256 of media path `rel` when it is a regular file of `size` bytes under plain folders (hashAt), else null. */
   async hashOf(rel: string, size: number): Promise<string | null> {
-    const found = await this.inspect(rel);
-    if (typeof found === 'string' || found.size !== size) return null;
-    return fileHash(found.target, found.size).catch(() => null);
+    const found = await this.hashAt(rel, size);
+    return 'sha256' in found ? found.sha256 : null;
   }
 
   /** A new temporary file at DIR's top. Throws MediaStoreError. */
@@ -244,18 +275,13 @@ function classify(err: NodeJS.ErrnoException, rel: string): Error {
 }
 
 /**
- * SHA-256 (hex) of a file opened without following a link, read in one buffer of at most 1 MiB
- * (`size`, bytes, when the caller knows it from its lstat: the buffer's size, not a limit).
- * Rejects with the read's error.
+ * SHA-256 (hex) of a large file (`size` bytes, from its fstat: the buffer's size up to 1 MiB, not a
+ * limit) opened without following a link, read through the thread pool. Rejects with the read's error.
  */
-export async function fileHash(file: string, size?: number): Promise<string> {
-  // A small file is read at once, off the thread pool: four round trips through it per file were
-  // most of the time a folder of thousands of small files took to check.
-  if (size !== undefined && size <= SMALL_FILE) return smallFileHash(file);
+async function fileHash(file: string, size: number): Promise<string> {
   const handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
   try {
-    // Sized to the file: most media are small, and a 1 MiB buffer for each was most of the work.
-    const buffer = Buffer.allocUnsafe(Math.max(1, Math.min(size ?? (await handle.stat()).size, 1 << 20)));
+    const buffer = Buffer.allocUnsafe(Math.max(1, Math.min(size, 1 << 20)));
     const hash = createHash('sha256');
     for (;;) {
       const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
@@ -274,20 +300,19 @@ const SMALL_FILE = 256 * 1024;
 /** One buffer for every small file: a new one for each was most of the garbage of a check. */
 let smallBuffer: Buffer | null = null;
 
-/** fileHash() of a small file, read with blocking calls; reads on when it grew. */
-function smallFileHash(file: string): string {
-  const fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW);
-  try {
-    // Blocking calls only, so nothing else uses the buffer until this returns.
-    const buffer = (smallBuffer ??= Buffer.allocUnsafe(SMALL_FILE + 1));
-    const hash = createHash('sha256');
-    for (;;) {
-      const n = readSync(fd, buffer, 0, buffer.length, null);
-      if (n === 0) break;
-      hash.update(buffer.subarray(0, n));
-    }
-    return hash.digest('hex');
-  } finally {
-    closeSync(fd);
+/**
+ * The SHA-256 of the small regular file open at `fd`, read with blocking calls from where it is.
+ * A read shorter than asked for is the end of a regular file, so a file that fits the buffer costs
+ * one read; one that grew past it is read on.
+ */
+function smallFileHash(fd: number): string {
+  // Blocking calls only, so nothing else uses the buffer until this returns.
+  const buffer = (smallBuffer ??= Buffer.allocUnsafe(SMALL_FILE + 1));
+  const hash = createHash('sha256');
+  for (;;) {
+    const n = readSync(fd, buffer, 0, buffer.length, null);
+    hash.update(buffer.subarray(0, n));
+    if (n < buffer.length) break;
   }
+  return hash.digest('hex');
 }

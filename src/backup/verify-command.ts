@@ -33,7 +33,7 @@ import {
 import { manifestEntries, readManifestHead } from './manifest-read.js';
 import { compareRefs, keyCompare, MediaUrls, type MediaRef } from './media-path.js';
 import { mediaScanner } from './media-scan.js';
-import { fileHash, MediaDir } from './media-store.js';
+import { MediaDir } from './media-store.js';
 import { fileEncodingOf } from './output.js';
 import { fileSha256 } from './record.js';
 import { SortedSpill } from './sorted-spill.js';
@@ -319,11 +319,10 @@ async function checkFile(
   e: Extract<MediaEntry, { sha256: string }>,
 ): Promise<string | null> {
   const where = path.join(dir, e.path);
-  const found = await store.inspect(e.path);
-  if (typeof found === 'string') return `${where}: ${found}`;
-  if (found.size !== e.bytes) return `${where}: ${found.size} bytes, the manifest says ${e.bytes}`;
-  const sha256 = await fileHash(found.target, found.size).catch((err: Error) => `unreadable (${err.message})`);
-  return sha256 === e.sha256 ? null : `${where}: SHA-256 ${sha256}, the manifest says ${e.sha256}`;
+  const found = await store.hashAt(e.path, e.bytes);
+  if ('why' in found) return `${where}: ${found.why}`;
+  if ('size' in found) return `${where}: ${found.size} bytes, the manifest says ${e.bytes}`;
+  return found.sha256 === e.sha256 ? null : `${where}: SHA-256 ${found.sha256}, the manifest says ${e.sha256}`;
 }
 
 /**

@@ -3,9 +3,10 @@
  * from the real server, here with an absolute MEDIA_PROXY_PREFIX (a media host of its own): a
  * fresh backup verifies with no problem; each damage is named on a line of its own and exits 1:
  * a flipped byte in the export, a truncated export, a truncated, changed, missing or linked media
- * file, a manifest edited (a hash, an entry removed, the document count) or missing, PATH.sha256
- * edited. A folder moved elsewhere verifies with --media-dir; usage errors exit 2.
+ * file, a FIFO or a folder in a file's place, a manifest edited (a hash, an entry removed, the
+ * document count) or missing, PATH.sha256 edited. A folder moved elsewhere verifies with --media-dir; usage errors exit 2.
  */
+import { execFileSync } from 'node:child_process';
 import {
   cpSync,
   mkdirSync,
@@ -131,6 +132,18 @@ t.test('a media file truncated, changed, missing, or a link in its place', async
     /img\/b\.png: SHA-256 [0-9a-f]{64}, the manifest says/,
     /img\/c\.png: missing$/,
   ]);
+});
+
+t.test('a FIFO or a folder in place of a media file: not a regular file, and no wait on the FIFO', async (t) => {
+  const r = await verifyAfter((f) => {
+    unlinkSync(path.join(f, 'media/covers/d1.jpg'));
+    execFileSync('mkfifo', [path.join(f, 'media/covers/d1.jpg')]);
+    unlinkSync(path.join(f, 'media/img/b.png'));
+    mkdirSync(path.join(f, 'media/img/b.png'));
+  });
+  t.equal(r.code, 1);
+  t.match(r.problems, [/covers\/d1\.jpg: not a regular file$/, /img\/b\.png: not a regular file$/]);
+  t.equal(r.problems.length, 2);
 });
 
 t.test('an edited manifest', async (t) => {
