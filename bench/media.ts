@@ -8,8 +8,8 @@
  * - a plain undici fetcher (bench/lib/undici-fetch.ts): request, pipe to a file, nothing else.
  * The client also reads the export back for its media URLs, sorts them, hashes every byte into the
  * manifest, fsyncs each file and its folder and writes PATH.manifest.json and PATH.sha256; the
- * baselines do none of that. Two sets of files: many small ones (files/s) and a few large ones
- * (MB/s). Then the same backup again, unchanged (every file checked by size and SHA-256, none
+ * baselines do none of that. Three sets of files: many small ones (files/s), image-sized ones (a
+ * web page's pictures) and a few large ones (MB/s). Then the same backup again, unchanged (every file checked by size and SHA-256, none
  * fetched), and `kb-export verify PATH`, each against `sha256sum -c` of the backup's PATH.sha256. The server is node:http in this
  * process serving the files from disk, with an export of one document per 25 media files
  * naming them under `/media/`. Each the median of N alternating runs (default 3), with the
@@ -42,10 +42,12 @@ interface FileSet {
 const SETS: FileSet[] = quick
   ? [
       { label: 'small files', count: 500, bytes: 10 * 1024 },
+      { label: 'image-sized files', count: 200, bytes: 100 * 1024 },
       { label: 'large files', count: 4, bytes: 16 * 2 ** 20 },
     ]
   : [
       { label: 'small files', count: 5000, bytes: 10 * 1024 },
+      { label: 'image-sized files', count: 2000, bytes: 100 * 1024 },
       { label: 'large files', count: 16, bytes: 32 * 2 ** 20 },
     ];
 
