@@ -23,7 +23,10 @@ export function decoder(encoding: string, { endsEarly = false } = {}): Transform
     });
   if (encoding === 'zstd' && hasZstd()) {
     const zstd = zlib as unknown as { createZstdDecompress(o: object): Transform; constants: { ZSTD_e_flush: number } };
-    return zstd.createZstdDecompress(endsEarly ? { finishFlush: zstd.constants.ZSTD_e_flush } : {});
+    return zstd.createZstdDecompress({
+      chunkSize: 64 * 1024,
+      ...(endsEarly ? { finishFlush: zstd.constants.ZSTD_e_flush } : {}),
+    });
   }
   return new PassThrough();
 }

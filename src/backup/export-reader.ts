@@ -8,33 +8,26 @@
  */
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
-import type { Readable, Transform } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import zlib from 'node:zlib';
 import { parser } from 'stream-json';
 import { pick } from 'stream-json/filters/pick.js';
 import { streamValues } from 'stream-json/streamers/stream-values.js';
+import { decoder } from './body-streams.js';
+import { fileEncodingOf, hasZstd } from './output.js';
 
 type ExportRecord =
   { kind: 'book'; book: Record<string, unknown> } | { kind: 'document'; document: Record<string, unknown> };
 
-type ZstdZlib = typeof zlib & { createZstdDecompress?: () => Transform };
-
 /** A file's bytes, decompressed by its name (`.gz`, `.br`, `.zst`). Throws for .zst without runtime support. */
 export function decompressed(file: string): Readable {
   const raw = createReadStream(file);
-  const wrap = (t: Transform) => {
-    raw.on('error', (err) => t.destroy(err));
-    return raw.pipe(t);
-  };
-  if (file.endsWith('.gz')) return wrap(zlib.createGunzip());
-  if (file.endsWith('.br')) return wrap(zlib.createBrotliDecompress());
-  if (file.endsWith('.zst')) {
-    const zstd = (zlib as ZstdZlib).createZstdDecompress;
-    if (typeof zstd !== 'function') throw new Error('.zst needs a Node.js with zstd (22.15 or later)');
-    return wrap(zstd());
-  }
-  return raw;
+  const encoding = fileEncodingOf(file);
+  if (encoding === null) return raw;
+  if (encoding === 'zstd' && !hasZstd()) throw new Error('.zst needs a Node.js with zstd (22.15 or later)');
+  const t = decoder(encoding);
+  raw.on('error', (err) => t.destroy(err));
+  return raw.pipe(t);
 }
 
 /** Whether a file holds NDJSON by its name (`.ndjson`, `.jsonl`, before any compression suffix); `restore --format` overrides it. */
