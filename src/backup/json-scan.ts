@@ -181,7 +181,7 @@ export class JsonScanner {
         case STRING: {
           // The hot loop: most of an export's bytes are inside strings.
           if (this.capture === null) {
-            // One table lookup a byte: 13 % faster than the three comparisons (450 -> 395 ms for 426 MB).
+            // One table lookup a byte rather than three comparisons: most bytes of an export pass here.
             while (PLAIN_IN_STRING[c] === 1) {
               if (++i === n) break;
               c = chunk[i]!;
