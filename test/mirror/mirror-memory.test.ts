@@ -14,8 +14,12 @@ import { seed, simpleSeed, startServer } from '../helpers/app.js';
 
 const MB = 1024 * 1024;
 const DOCUMENTS = 150_000;
-/** Peak RSS allowed; the index held in memory took the same run to BOUND_BEFORE (bench/RESULTS.md). */
-const BOUND = 160 * MB;
+/**
+ * Peak RSS allowed. With the index on disk this run peaks at 141–144 MB under Node.js 22 and 147–164
+ * MB under 24 (whose heap starts larger); held in memory, the index took it to 325–377 MB
+ * (bench/RESULTS.md), so the bound sits between the two with room for the runtime.
+ */
+const BOUND = 192 * MB;
 
 const server = await startServer(t);
 const sql = server.db.sql;
