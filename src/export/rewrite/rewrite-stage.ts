@@ -14,6 +14,12 @@ import type { Pause } from '../../event-loop.js';
 /** A document at least this large (contentHtml's JSON bytes) goes to a worker alone; on the event loop every one is planned in slices. */
 export const LARGE_DOCUMENT_BYTES = 1024 * 1024;
 
+/**
+ * Documents to plan that send a batch to the pool whatever their bytes: each costs a parser of its
+ * own, so a thousand small ones (a note with one image each) are more work than their bytes say.
+ */
+export const OFFLOAD_DOCUMENTS = 64;
+
 /** Stored plans in use: the writer new plans go to (none: used, not written) and counts for metrics. */
 export interface PlanUse {
   writer: PlanWriter | null;
@@ -128,7 +134,7 @@ class BatchRewrite {
 
   /**
    * Plans `pending`: a large document alone, on a worker or in slices; the small ones together on a
-   * worker once they reach offloadBytes, else in slices on the event loop.
+   * worker once they reach offloadBytes or OFFLOAD_DOCUMENTS, else in slices on the event loop.
    */
   async plan(pending: readonly Pending[]): Promise<void> {
     const { pool, prefix, pause, offloadBytes } = this.opts;
@@ -148,7 +154,7 @@ class BatchRewrite {
         await this.#planned(p, await planContentHtmlSliced(p.text, prefix, pause));
       }
     }
-    if (pool && small.length > 0 && smallBytes >= offloadBytes) {
+    if (pool && small.length > 0 && (smallBytes >= offloadBytes || small.length >= OFFLOAD_DOCUMENTS)) {
       const out = await pool.plan(
         small.map((p) => p.text),
         prefix,

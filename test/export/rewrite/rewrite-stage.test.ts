@@ -15,6 +15,7 @@ import { planContentHtml, planContentHtmlSliced } from '../../../src/export/rewr
 import { jsonPrefixBytes, planFromEdits, planKey } from '../../../src/export/rewrite/plans/rewrite-plan.js';
 import {
   LARGE_DOCUMENT_BYTES,
+  OFFLOAD_DOCUMENTS,
   rewriteRows,
   type RewriteStageOptions,
 } from '../../../src/export/rewrite/rewrite-stage.js';
@@ -182,6 +183,19 @@ t.test('one path whatever runs it: the same bytes inline and on a worker, as the
   t.equal(inline.contentHtml[2], rows[2]![DOC.contentHtml], 'passed through as stored');
   t.equal(inline.bytes, sizeOf(rows, inline), 'bytes counts the rows as they will be written');
   t.equal(pooled.bytes, inline.bytes);
+});
+
+t.test('many small documents go to a worker below offloadBytes: each costs a parser of its own', async (t) => {
+  // A closed pool fails whatever is given to it: which batch went there shows.
+  const closed = new RewritePool(1);
+  await closed.close();
+  const small = (n: number) => Array.from({ length: n }, (_, i) => row(`<p>${i}</p><img src="img/${i}.png">`));
+  const under = await rewriteRows(small(OFFLOAD_DOCUMENTS - 1), options(closed, { offloadBytes: 1 << 20 }));
+  t.match(joined(under.contentHtml[0]!)!.toString(), /\/media\/img\/0\.png/, 'a few: planned on the event loop');
+  await t.rejects(
+    rewriteRows(small(OFFLOAD_DOCUMENTS), options(closed, { offloadBytes: 1 << 20 })),
+    `${OFFLOAD_DOCUMENTS} of them, far under offloadBytes: sent to the pool`,
+  );
 });
 
 t.test(
