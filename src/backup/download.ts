@@ -76,7 +76,6 @@ export type AttemptResult =
   | { kind: 'broken'; reason: string; cut?: CutExport }
   | { kind: 'unwritable'; reason: string };
 
-const OFFERED: FileEncoding[] = hasZstd() ? ['zstd', 'br', 'gzip'] : ['br', 'gzip'];
 /**
  * What the client asks for when it decodes the transfer itself: encodings whose decoder gives out
  * what it has as the bytes arrive. A zstd decoder gives nothing of a block before its end (a whole
@@ -92,7 +91,7 @@ const DECODED_HERE: FileEncoding[] = ['br', 'gzip'];
  */
 export function acceptEncoding(file: FileEncoding | null, inTransit = true): string {
   if (file === null && !inTransit) return 'identity';
-  if (file === null || !OFFERED.includes(file)) return DECODED_HERE.join(', ');
+  if (file === null || (file === 'zstd' && !hasZstd())) return DECODED_HERE.join(', ');
   return [file, ...DECODED_HERE.filter((e) => e !== file).map((e) => `${e};q=0.5`)].join(', ');
 }
 

@@ -11,7 +11,7 @@
  * read-only file system): the command stops, as a backup does when PATH cannot be written.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, constants, fstatSync, lstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, read, readSync } from 'node:fs';
 import type { Stats } from 'node:fs';
 import { lstat, mkdir, open, realpath, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -96,19 +96,15 @@ export class MediaDir {
       if (code === 'ELOOP') return { why: `${rel} is a symbolic link` };
       return { why: `unreadable (${(err as Error).message})` };
     }
-    let open = true;
     try {
       const found = fstatSync(fd);
       if (!found.isFile()) return { why: 'not a regular file' };
       if (found.size !== size) return { size: found.size };
-      if (size <= SMALL_FILE) return { sha256: smallFileHash(fd) };
-      closeSync(fd);
-      open = false;
-      return { sha256: await fileHash(target, size) };
+      return { sha256: size <= SMALL_FILE ? smallFileHash(fd) : await largeFileHash(fd, size) };
     } catch (err) {
       return { why: `unreadable (${(err as Error).message})` };
     } finally {
-      if (open) closeSync(fd);
+      closeSync(fd);
     }
   }
 
@@ -275,24 +271,25 @@ function classify(err: NodeJS.ErrnoException, rel: string): Error {
 }
 
 /**
- * SHA-256 (hex) of a large file (`size` bytes, from its fstat: the buffer's size up to 1 MiB, not a
- * limit) opened without following a link, read through the thread pool. Rejects with the read's error.
+ * SHA-256 (hex) of the large regular file open at `fd` (`size` bytes, from its fstat: the buffer's
+ * size up to 1 MiB, not a limit), read through the thread pool. Rejects with the read's error.
  */
-async function fileHash(file: string, size: number): Promise<string> {
-  const handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
-  try {
-    const buffer = Buffer.allocUnsafe(Math.max(1, Math.min(size, 1 << 20)));
-    const hash = createHash('sha256');
-    for (;;) {
-      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
-      if (bytesRead === 0) break;
-      hash.update(buffer.subarray(0, bytesRead));
-    }
-    return hash.digest('hex');
-  } finally {
-    await handle.close();
+async function largeFileHash(fd: number, size: number): Promise<string> {
+  const buffer = Buffer.allocUnsafe(Math.min(size, 1 << 20));
+  const hash = createHash('sha256');
+  for (;;) {
+    const n = await readAsync(fd, buffer, 0, buffer.length, null);
+    if (n === 0) break;
+    hash.update(buffer.subarray(0, n));
   }
+  return hash.digest('hex');
 }
+
+/** fs.read on a descriptor, as a promise of the bytes read. */
+const readAsync = (fd: number, buffer: Buffer, offset: number, length: number, position: null) =>
+  new Promise<number>((resolve, reject) =>
+    read(fd, buffer, offset, length, position, (err, n) => (err ? reject(err) : resolve(n))),
+  );
 
 /** Files up to this size (bytes) are hashed with blocking reads: a few microseconds each. */
 const SMALL_FILE = 256 * 1024;
