@@ -1,4 +1,4 @@
-/** `kb-export backfill`: the export text of documents written before sql/0009, filled in batches. */
+/** `kb-export backfill`: the export text of documents written before sql/0009 and sql/0010, filled in batches. */
 import type { Config } from '../config.js';
 import { backfillExportText } from '../db/backfill-export-text.js';
 import { withDatabase } from '../db/with-database.js';

@@ -137,7 +137,7 @@ program
 program
   .command('backfill')
   .description(
-    'fill the export text of documents written before migration 0009, a batch of rows per transaction (resumable; exports are right meanwhile)',
+    'fill the export text of documents written before migrations 0009 and 0010, a batch of rows per transaction (resumable; exports are right meanwhile)',
   )
   .action(
     action(async () => import('./backfill-command.js').then(({ backfillCommand }) => backfillCommand(config(), print))),

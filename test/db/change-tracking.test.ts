@@ -25,7 +25,7 @@ async function row(
   id: string,
 ): Promise<{ data: Record<string, unknown>; xid: string; noHtml: string } | undefined> {
   const [r] = await sql<{ data: Record<string, unknown>; xid: string; noHtml: string }[]>`
-    SELECT to_jsonb(d) - 'changed_xid' - 'changed_xid_no_html' - 'export_head' - 'export_mid' AS data, changed_xid::text AS xid, changed_xid_no_html::text AS "noHtml"
+    SELECT to_jsonb(d) - 'changed_xid' - 'changed_xid_no_html' - 'export_head' - 'export_mid' - 'export_str' - 'export_html' AS data, changed_xid::text AS xid, changed_xid_no_html::text AS "noHtml"
     FROM documents d WHERE id = ${id}`;
   return r;
 }

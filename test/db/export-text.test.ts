@@ -1,5 +1,5 @@
 /**
- * The export text sql/0009 keeps (issue 43): the export's bytes are the same whether a row's text is
+ * The export text sql/0009 and sql/0010 keep (issue 43): the export's bytes are the same whether a row's text is
  * stored or still NULL (before, during and after the backfill); the trigger keeps it current on every
  * write of what it is built from, and on no other; the backfill fills it in resumable batches
  * without changing an export version or a delta.
@@ -53,27 +53,40 @@ const DOCS = [
   doc('x-old', 'a4', { createdAt: '0044-03-15T00:00:00.000Z', updatedAt: '2200-01-01T00:00:00.5Z' }),
 ];
 
-/** Both columns to NULL as a write that bypasses triggers would leave them, nothing else changed. */
-async function forget(sql: Sql, ids?: string[]): Promise<void> {
+/**
+ * The text's columns to NULL as a write that bypasses triggers would leave them, nothing else
+ * changed: the fixed fields' (sql/0009), the bodies' (sql/0010), or both.
+ */
+async function forget(sql: Sql, ids?: string[], which: 'fixed' | 'bodies' | 'all' = 'all'): Promise<void> {
+  const set = {
+    fixed: 'export_head = NULL, export_mid = NULL',
+    bodies: 'export_str = NULL, export_html = NULL',
+    all: 'export_head = NULL, export_mid = NULL, export_str = NULL, export_html = NULL',
+  }[which];
   await sql.begin(async (tx) => {
     await tx`SET LOCAL session_replication_role = replica`;
-    if (ids) await tx`UPDATE documents SET export_head = NULL, export_mid = NULL WHERE id = ANY(${ids})`;
-    else await tx`UPDATE documents SET export_head = NULL, export_mid = NULL`;
+    if (ids) await tx.unsafe(`UPDATE documents SET ${set} WHERE id = ANY($1)`, [ids]);
+    else await tx.unsafe(`UPDATE documents SET ${set}`);
   });
 }
 
-const missing = async (sql: Sql) =>
-  (
-    await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM documents WHERE export_head IS NULL OR export_mid IS NULL`
-  )[0]!.n;
+/** Rows with some text not filled; a body's is NULL when the body is NULL or '' (sql/0010). */
+const missing = async (sql: Sql, which: 'fixed' | 'bodies' | 'all' = 'all') => {
+  const fixed = 'export_head IS NULL OR export_mid IS NULL';
+  const bodies = "(export_str IS NULL AND content_str <> '') OR (export_html IS NULL AND content_html <> '')";
+  const where = { fixed, bodies, all: `${fixed} OR ${bodies}` }[which];
+  return (await sql.unsafe<{ n: number }[]>(`SELECT count(*)::int AS n FROM documents WHERE ${where}`))[0]!.n;
+};
 
-/** What the columns should hold, from sql/0009's functions over the row as it is now. */
+/** What the columns should hold, from sql/0009's and sql/0010's functions over the row as it is now. */
 const stale = async (sql: Sql) =>
   (
     await sql<{ n: number }[]>`
     SELECT count(*)::int AS n FROM documents
     WHERE export_head IS DISTINCT FROM kbx_export_head(id, slug, name, type, parent_id, order_key, description, emoji_info)
-       OR export_mid IS DISTINCT FROM kbx_export_mid(tags, theme_id, background_theme_id, body_font_size, created_at, updated_at)`
+       OR export_mid IS DISTINCT FROM kbx_export_mid(tags, theme_id, background_theme_id, body_font_size, created_at, updated_at)
+       OR export_str IS DISTINCT FROM kbx_export_str(content_str)
+       OR export_html IS DISTINCT FROM kbx_export_html(content_html)`
   )[0]!.n;
 
 t.test('the export is byte-identical with the text stored, missing, half filled and backfilled', async (t) => {
@@ -96,7 +109,13 @@ t.test('the export is byte-identical with the text stored, missing, half filled 
   const [before, versionBefore] = [await tracking(), await version()];
 
   await forget(sql, ['x-full', 'x-null']);
-  t.same(await bodies(), stored, 'half of the rows still NULL');
+  t.same(await bodies(), stored, 'two of the rows still NULL');
+  await forget(sql, ['x-empty', 'x-cover-nopos'], 'bodies');
+  t.same(
+    await bodies(),
+    stored,
+    'and two more with only their fixed fields stored (after sql/0010, before the backfill)',
+  );
   await forget(sql);
   t.equal(await missing(sql), DOCS.length);
   t.same(await bodies(), stored, 'every row NULL, as before the backfill');
@@ -153,10 +172,46 @@ t.test('the trigger keeps the text current on the writes it is built from, and o
     await sql.unsafe(`UPDATE documents SET ${set} WHERE id IN ('x-full', 'x-renamed')`);
     t.equal(await stale(sql), 0, `after SET ${set}`);
   }
-  await sql`UPDATE documents SET export_head = 'forged', export_mid = NULL`;
+  for (const set of [
+    `content_str = 'a "b"\n'`,
+    `content_html = '<img src="x.png">'`,
+    `content_str = ''`,
+    `content_html = NULL`,
+  ]) {
+    await sql.unsafe(`UPDATE documents SET ${set} WHERE id = 'x-renamed'`);
+    t.equal(await stale(sql), 0, `after SET ${set}`);
+  }
+  await sql`UPDATE documents SET export_head = 'forged', export_mid = NULL, export_str = 'forged', export_html = NULL`;
   t.equal(await stale(sql), 0, 'a write of its own to the text is replaced by what the functions return');
 
-  await forget(sql, ['x-null']);
+  await forget(sql, ['x-null', 'x-empty']);
   await sql`UPDATE documents SET content_yjs = '\\x00', content_json = '{}', content_str = 's', content_html = 'h'`;
-  t.equal(await missing(sql), 1, 'an UPDATE naming none of its columns does not run the trigger');
+  t.equal(
+    await missing(sql, 'fixed'),
+    2,
+    "an UPDATE naming none of the fixed fields' columns does not run their trigger",
+  );
+  t.equal(await missing(sql, 'bodies'), 0, 'one naming the bodies runs theirs');
+  await forget(sql, ['x-renamed'], 'bodies');
+  await sql`UPDATE documents SET name = 'again' WHERE id = 'x-renamed'`;
+  t.equal(await missing(sql, 'bodies'), 1, 'a rename does not escape the bodies again');
+  const [renamed] = await sql<{ head: string }[]>`SELECT export_head AS head FROM documents WHERE id = 'x-renamed'`;
+  t.match(renamed!.head, '"name":"again"', 'but rebuilds the fixed fields');
+});
+
+t.test('the export sends the stored text, not text it builds: a value written around the triggers shows', async (t) => {
+  const srv = await startServer(t, { EXPORT_CACHE_BYTES: '0' });
+  const { sql } = srv.db;
+  await seed(sql, simpleSeed(DOCS));
+  await sql.begin(async (tx) => {
+    await tx`SET LOCAL session_replication_role = replica`;
+    await tx`UPDATE documents SET export_str = '"stored str"', export_html = '"<p>stored html</p>"' WHERE id = 'x-full'`;
+  });
+  const res = await call(srv.url, '/api/v1/open/books/kb/docs');
+  t.equal(res.status, 200);
+  const full = (
+    JSON.parse(res.text) as { documents: { id: string; contentStr: string; contentHtml: string }[] }
+  ).documents.find((d) => d.id === 'x-full')!;
+  t.equal(full.contentStr, 'stored str');
+  t.equal(full.contentHtml, '<p>stored html</p>');
 });

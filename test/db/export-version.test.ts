@@ -36,10 +36,10 @@ const CHANGES = EXPORTED_COLUMN_CHANGES;
 /** Kept by triggers for deltas (sql/0006, sql/0007, test/db/change-tracking.test.ts), never exported. */
 const TRACKING_COLUMNS = ['changed_xid', 'changed_xid_no_html'];
 /**
- * The exported columns' JSON text, kept by a trigger (sql/0009, test/db/export-text.test.ts): built
- * from exported columns alone, so the version follows those.
+ * The exported columns' JSON text, kept by triggers (sql/0009, sql/0010, test/db/export-text.test.ts):
+ * built from exported columns alone, so the version follows those.
  */
-const EXPORT_TEXT_COLUMNS = ['export_head', 'export_mid'];
+const EXPORT_TEXT_COLUMNS = ['export_head', 'export_mid', 'export_str', 'export_html'];
 
 async function twoBooks(sql: Sql): Promise<void> {
   await seed(sql, simpleSeed([doc('d1', 'a0', { contentHtml: '<p>one</p>' }), doc('d2', 'a1')]));
@@ -215,8 +215,13 @@ t.test(
     ORDER BY tgname`;
     t.same(
       before.map((r) => r.tgname),
-      ['documents_changed_xid_guard', 'documents_changed_xid_update', 'documents_export_text_update'],
-      'see sql/0003_export_version_random.sql; the first two write changed_xid and changed_xid_no_html alone (test/db/change-tracking.test.ts), the third export_head and export_mid alone (sql/0009)',
+      [
+        'documents_changed_xid_guard',
+        'documents_changed_xid_update',
+        'documents_export_body_update',
+        'documents_export_text_update',
+      ],
+      'see sql/0003_export_version_random.sql; the first two write changed_xid and changed_xid_no_html alone (test/db/change-tracking.test.ts), the third export_str and export_html alone (sql/0010), the fourth export_head and export_mid alone (sql/0009)',
     );
   },
 );

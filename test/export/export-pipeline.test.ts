@@ -352,7 +352,7 @@ async function viewServer(t: { teardown(fn: () => unknown): void }) {
       CREATE OR REPLACE VIEW documents AS
       SELECT id, book_id, slug, name, type, parent_id, order_key, status, description, emoji_info, cover_url,
              cover_position, tags, theme_id, background_theme_id, body_font_size, created_at, updated_at,
-             ${expr} AS content_str, content_html, export_head, export_mid
+             ${expr} AS content_str, content_html, export_head, export_mid, NULL::text AS export_str, export_html
       FROM documents_real d`);
   };
   return { server, setContent, ids: docs.map((d) => d.id) };

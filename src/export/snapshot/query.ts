@@ -21,9 +21,6 @@ export const AFTER_POSITION = '(order_key, id) > ($2, $3)';
 /** Byte-wise order key, then id (D1.1, D1.2), served by documents_export_idx. */
 const ORDER = 'ORDER BY order_key, id';
 
-/** A column's JSON text (PostgreSQL escapes it); `nullable`: NULL or '' is null (D2.1). */
-const json = (col: string, nullable = false) =>
-  nullable ? `coalesce(to_json(nullif(${col}, ''))::text, 'null')` : `to_json(${col})::text`;
 /** A column's JSON text, `def` when it is NULL or '' (D2.2-D2.4). */
 const withDefault = (col: string, def: string) => `to_json(coalesce(nullif(${col}, ''), '${def}'))::text`;
 
@@ -38,23 +35,26 @@ const HEAD =
   'coalesce(export_head, kbx_export_head(id, slug, name, type, parent_id, order_key, description, emoji_info))';
 const MID =
   'coalesce(export_mid, kbx_export_mid(tags, theme_id, background_theme_id, body_font_size, created_at, updated_at))';
+/** contentStr's and contentHtml's JSON text as sql/0010 stores it, likewise; NULL stands for '' too (D2.1). */
+const STR = "coalesce(export_str, kbx_export_str(content_str), 'null')";
+const HTML = 'coalesce(export_html, kbx_export_html(content_html))';
 
 /**
  * Six values per row, three of them NULL for a document without a cover, the stored plan NULL
  * unless there is one (encode/rows.ts): each non-NULL value is an object per row in Node. Reading
  * the plan here, not in a query per batch, spares that query's wait behind the next FETCH. The
- * fields before the cover and between it and contentStr are read as sql/0009 keeps them (its
- * functions define their bytes). A column added here must join those sql/0003 and sql/0006
- * compare, or its changes would reach neither the export version nor a delta.
+ * fields before the cover and between it and contentHtml are read as sql/0009 and sql/0010 keep
+ * them (their functions define the bytes). A column added here must join those sql/0003 and
+ * sql/0006 compare, or its changes would reach neither the export version nor a delta.
  */
 export function documentQuery(opts: DocumentQueryOptions, filter = ''): string {
-  const tail = `${MID} || ${json('content_str', true)} || ',"contentHtml":'`;
+  const tail = `${MID} || ${STR} || ',"contentHtml":'`;
   // Without a cover nothing before contentHtml is rewritten: one value instead of four, fewer objects per row.
   const coverless = (yes: string, no: string) => `CASE WHEN nullif(cover_url, '') IS NULL THEN ${yes} ELSE ${no} END`;
   return `
   SELECT ${coverless(`${HEAD} || 'null' || ${tail}`, HEAD)}, ${coverless('NULL', 'cover_url')},
          ${coverless('NULL', withDefault('cover_position', 'center'))}, ${coverless('NULL', tail)},
-         ${opts.includeContentHtml ? "to_json(nullif(content_html, ''))" : 'NULL::json'}, ${plansRead(opts) ? storedPlan('plan_key || plan') : 'NULL::bytea'}
+         ${opts.includeContentHtml ? HTML : 'NULL::text'}, ${plansRead(opts) ? storedPlan('plan_key || plan') : 'NULL::bytea'}
   ${documentsOf(opts, filter)}
   ${ORDER}`;
 }
