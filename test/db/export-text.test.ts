@@ -215,3 +215,26 @@ t.test('the export sends the stored text, not text it builds: a value written ar
   t.equal(full.contentStr, 'stored str');
   t.equal(full.contentHtml, '<p>stored html</p>');
 });
+
+t.test("the bodies' text is compressed with lz4 where the server has it, its default otherwise", async (t) => {
+  const srv = await startServer(t);
+  const { sql } = srv.db;
+  // Whether this server was built with lz4: setting the default to it is refused otherwise.
+  const lz4 = await sql
+    .begin(async (tx) => {
+      await tx`SET LOCAL default_toast_compression = lz4`;
+      return true;
+    })
+    .catch(() => false);
+  const rows = await sql<{ attname: string; attcompression: string }[]>`
+    SELECT attname, attcompression FROM pg_attribute
+    WHERE attrelid = 'documents'::regclass AND attname IN ('export_str', 'export_html') ORDER BY attname`;
+  t.same(
+    rows.map((r) => [r.attname, r.attcompression]),
+    [
+      ['export_html', lz4 ? 'l' : ''],
+      ['export_str', lz4 ? 'l' : ''],
+    ],
+    lz4 ? 'lz4' : 'no lz4 here: the default',
+  );
+});
