@@ -4,8 +4,9 @@
  * databases migrated up to 0001 (no trigger, the baseline), 0002 (a counter bumped by every write),
  * 0003 (a random version bumped only by changes to exported columns), 0006 (0003 plus
  * changed_xid and removals for deltas), 0007 (0006 plus changed_xid_no_html), 0009 (0007 plus the
- * export text of sql/0009), plus 0003 with its row-level UPDATE OF trigger replaced by
- * a statement-level one comparing every updated row, the alternative it was chosen over; then
+ * export text of sql/0009), 0010 (0009 plus the bodies' export text, lz4) and 0010 with pglz,
+ * plus 0003 with its row-level UPDATE OF trigger replaced by a statement-level one comparing every
+ * updated row, the alternative it was chosen over; then
  * statements over the whole book, and what removals take on disk. Every figure is a ratio against
  * another database in the same run; the variants take turns.
  *
@@ -24,12 +25,13 @@ import { migrationsUpTo, VARIANTS, type Variant } from './lib/write-cost-variant
 import { loadGenerated } from './lib/load-generated.js';
 import { machineInfo } from './machine.js';
 
-type Workload = 'autosave' | 'rename' | 'mix' | 'status';
+type Workload = 'autosave' | 'rename' | 'mix' | 'status' | 'save';
 const WORKLOADS: { name: Workload; what: string }[] = [
   { name: 'autosave', what: 'content_yjs only' },
   { name: 'rename', what: 'name only' },
   { name: 'mix', what: '4 content_yjs : 1 name' },
   { name: 'status', what: 'status toggled: about half are removals' },
+  { name: 'save', what: 'content_str and content_html rewritten, as a save of the text' },
 ];
 const BOOK = 'b-write-cost';
 /** Updates per slice: the variants take turns slice by slice. */
@@ -62,7 +64,7 @@ async function createVariant(admin: Sql, base: string, v: Variant, documents: nu
 }
 
 interface Plan {
-  kinds: ('yjs' | 'name' | 'status')[];
+  kinds: ('yjs' | 'name' | 'status' | 'body')[];
   ids: string[];
 }
 
@@ -72,7 +74,13 @@ function plan(workload: Workload, updates: number, docIds: string[], seed: numbe
   const ids: string[] = [];
   for (let i = 0; i < updates; i++) {
     kinds.push(
-      workload === 'status' ? 'status' : workload === 'rename' || (workload === 'mix' && i % 5 === 0) ? 'name' : 'yjs',
+      workload === 'status'
+        ? 'status'
+        : workload === 'save'
+          ? 'body'
+          : workload === 'rename' || (workload === 'mix' && i % 5 === 0)
+            ? 'name'
+            : 'yjs',
     );
     ids.push(docIds[Math.floor(r() * docIds.length)]!);
   }
@@ -113,11 +121,18 @@ class Writer {
           ? this.sql.unsafe('UPDATE documents SET name = $1 WHERE id = $2', [`Renamed ${i}`, p.ids[i]!], {
               prepare: true,
             })
-          : this.sql.unsafe(
-              'UPDATE documents SET status = CASE WHEN status = 1 THEN 0 ELSE 1 END WHERE id = $1',
-              [p.ids[i]!],
-              { prepare: true },
-            );
+          : p.kinds[i] === 'body'
+            ? this.sql.unsafe(
+                // The last character of each body replaced: a new text of the same size every time.
+                'UPDATE documents SET content_str = left(content_str, -1) || $1, content_html = left(content_html, -1) || $1 WHERE id = $2',
+                [String.fromCharCode(0x61 + (i % 26)), p.ids[i]!],
+                { prepare: true },
+              )
+            : this.sql.unsafe(
+                'UPDATE documents SET status = CASE WHEN status = 1 THEN 0 ELSE 1 END WHERE id = $1',
+                [p.ids[i]!],
+                { prepare: true },
+              );
     let next = from;
     const worker = async () => {
       for (let i = next++; i < to; i = next++) await one(i);
@@ -206,11 +221,13 @@ const bulkInsertDelete = (url: string) =>
     return { insert, delete: performance.now() - started };
   });
 
-/** Times one statement updating every document of the book (a bulk rename or autosave). */
-const bulk = (url: string, kind: 'name' | 'yjs') =>
+/** Times one statement updating every document of the book (a bulk rename, autosave or edit of the text). */
+const bulk = (url: string, kind: 'name' | 'yjs' | 'body') =>
   once(url, async (sql) => {
     const started = performance.now();
     if (kind === 'name') await sql`UPDATE documents SET name = name || '.' WHERE book_id = ${BOOK}`;
+    else if (kind === 'body')
+      await sql`UPDATE documents SET content_str = content_str || '.', content_html = content_html || '.' WHERE book_id = ${BOOK}`;
     else await sql`UPDATE documents SET content_yjs = ${editorState(7)} WHERE book_id = ${BOOK}`;
     return performance.now() - started;
   });
@@ -299,7 +316,7 @@ async function main(): Promise<void> {
         }
       }
       for (const v of order) {
-        for (const kind of ['name', 'yjs'] as const) {
+        for (const kind of ['name', 'yjs', 'body'] as const) {
           await vacuum(urls.get(v.name)!);
           add(`bulk-${kind}/${v.name}`, await bulk(urls.get(v.name)!, kind));
         }
@@ -322,9 +339,11 @@ async function main(): Promise<void> {
     for (const v of VARIANTS) out.push(`- ${v.name}: ${v.what}`);
     out.push('');
     out.push(
-      '| Workload | Connections | none | 0002 | 0003 | 0003 statement-level | 0006 | 0007 | 0009 | 0002 ÷ none | 0003 ÷ none | 0003 ÷ 0002 | statement-level ÷ 0003 | 0006 ÷ none | 0006 ÷ 0003 | 0007 ÷ 0006 | 0009 ÷ 0007 |',
+      '| Workload | Connections | none | 0002 | 0003 | 0003 statement-level | 0006 | 0007 | 0009 | 0010 | 0010 pglz | 0002 ÷ none | 0003 ÷ none | 0003 ÷ 0002 | statement-level ÷ 0003 | 0006 ÷ none | 0006 ÷ 0003 | 0007 ÷ 0006 | 0009 ÷ 0007 | 0010 ÷ 0009 | pglz ÷ 0010 |',
     );
-    out.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+    out.push(
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    );
     const us = (ms: number, n: number) => (ms * 1000) / n;
     const line = (label: string, key: string, unit: (ms: number) => string) => {
       const t = Object.fromEntries(VARIANTS.map((v) => [v.name, median(times.get(`${key}/${v.name}`)!)])) as Record<
@@ -333,9 +352,9 @@ async function main(): Promise<void> {
       >;
       const r = (a: number, b: number) => `${(a / b).toFixed(2)}×`;
       out.push(
-        `| ${label} | ${unit(t.none!)} | ${unit(t['0002']!)} | ${unit(t['0003']!)} | ${unit(t['0003-stmt']!)} | ${unit(t['0006']!)} | ${unit(t['0007']!)} | ${unit(t['0009']!)} | ` +
+        `| ${label} | ${unit(t.none!)} | ${unit(t['0002']!)} | ${unit(t['0003']!)} | ${unit(t['0003-stmt']!)} | ${unit(t['0006']!)} | ${unit(t['0007']!)} | ${unit(t['0009']!)} | ${unit(t['0010']!)} | ${unit(t['0010-pglz']!)} | ` +
           `${r(t['0002']!, t.none!)} | ${r(t['0003']!, t.none!)} | ${r(t['0003']!, t['0002']!)} | ${r(t['0003-stmt']!, t['0003']!)} | ` +
-          `${r(t['0006']!, t.none!)} | ${r(t['0006']!, t['0003']!)} | ${r(t['0007']!, t['0006']!)} | ${r(t['0009']!, t['0007']!)} |`,
+          `${r(t['0006']!, t.none!)} | ${r(t['0006']!, t['0003']!)} | ${r(t['0007']!, t['0006']!)} | ${r(t['0009']!, t['0007']!)} | ${r(t['0010']!, t['0009']!)} | ${r(t['0010-pglz']!, t['0010']!)} |`,
       );
     };
     for (const w of WORKLOADS) {
@@ -344,6 +363,7 @@ async function main(): Promise<void> {
     }
     line(`one statement renaming all ${documents} documents | 1`, 'bulk-name', (ms) => `${ms.toFixed(0)} ms`);
     line(`one statement writing content_yjs of all ${documents} | 1`, 'bulk-yjs', (ms) => `${ms.toFixed(0)} ms`);
+    line(`one statement editing the text of all ${documents} | 1`, 'bulk-body', (ms) => `${ms.toFixed(0)} ms`);
     line(`one statement inserting ${documents} documents | 1`, 'bulk-insert', (ms) => `${ms.toFixed(0)} ms`);
     line(`one statement deleting ${documents} documents | 1`, 'bulk-delete', (ms) => `${ms.toFixed(0)} ms`);
     out.push('');

@@ -1,8 +1,9 @@
 /**
  * The databases bench/write-cost.ts compares: migrated up to 0001 (no trigger), 0002 and 0003, 0003
  * with the statement-level UPDATE trigger it was chosen over, 0006 (0003 plus the change
- * tracking for deltas), 0007 (0006 plus the last change but for content_html, indexed) and 0009
- * (0007 plus the export text, sql/0009_export_text.sql).
+ * tracking for deltas), 0007 (0006 plus the last change but for content_html, indexed), 0009
+ * (0007 plus the export text, sql/0009_export_text.sql) and 0010 (0009 plus the bodies' export text,
+ * sql/0010_export_body_text.sql), and 0010 with pglz where it chose lz4.
  */
 import { copyFile, mkdtemp, readdir } from 'node:fs/promises';
 import os from 'node:os';
@@ -107,6 +108,22 @@ export const VARIANTS: Variant[] = [
     name: '0009',
     what: '0007 plus the export text: export_head and export_mid built by a BEFORE INSERT and UPDATE OF trigger from the columns they hold (up to 0009)',
     upTo: 9,
+    autosaveBumps: false,
+    tracksChanges: true,
+  },
+  {
+    name: '0010',
+    what: "0009 plus the bodies' export text: export_str and export_html, contentStr's and contentHtml's JSON, built by a BEFORE INSERT and UPDATE OF trigger of their own (up to 0010)",
+    upTo: 10,
+    autosaveBumps: false,
+    tracksChanges: true,
+  },
+  {
+    name: '0010-pglz',
+    what: '0010 with the compression it was chosen over where the server has lz4: pglz, the default, for export_str and export_html',
+    upTo: 10,
+    extraSql:
+      'ALTER TABLE documents ALTER COLUMN export_str SET COMPRESSION pglz, ALTER COLUMN export_html SET COMPRESSION pglz',
     autosaveBumps: false,
     tracksChanges: true,
   },
