@@ -24,8 +24,8 @@
 
 ALTER TABLE documents ADD COLUMN export_str text, ADD COLUMN export_html text;
 
--- lz4 where the server has it: pglz cost writers about half a single save again and the export a
--- third of its CPU in decompressing, for about a tenth less on disk (bench/RESULTS.md).
+-- lz4 where the server has it: pglz made a save 1.15x and a bulk insert 1.8x as slow, and the
+-- export's PostgreSQL CPU 1.5x (decompressing), for about a tenth less on disk (bench/RESULTS.md).
 DO $$
 BEGIN
   ALTER TABLE documents ALTER COLUMN export_str SET COMPRESSION lz4, ALTER COLUMN export_html SET COMPRESSION lz4;
