@@ -4,7 +4,10 @@
  * Both checkouts must be built (`npm run build`); each build's own bench/lib/server-process.js starts
  * its server, so each runs its own code with its own shebang's flags. Per export: wall time, the
  * server's CPU and the CPU of the PostgreSQL backends it is connected to (from /proc), and peak RSS.
- * DATABASE_URL names the server; the data is kept in kb_export_bench as for `npm run bench`.
+ * Modes: `plain` (no HTML), `warm` (HTML, every rewrite plan stored), `cold` (HTML, no plan stored)
+ * and `changed` (HTML, warm but for 1 % of the documents edited before each export, a different 1 %
+ * each time, as a knowledge base in use is). DATABASE_URL names the server; the data is kept in
+ * kb_export_bench as for `npm run bench`.
  */
 import { readdir, readFile, readlink } from 'node:fs/promises';
 import path from 'node:path';
@@ -22,7 +25,7 @@ import type { Sql } from '../src/db/connect.js';
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const TICKS_PER_S = 100;
 
-type Mode = 'plain' | 'warm' | 'cold';
+type Mode = 'plain' | 'warm' | 'cold' | 'changed';
 interface Book {
   id: string;
   slug: string;
@@ -97,6 +100,20 @@ async function measure(server: ServerProcess, book: Book, html: boolean, sql: Sq
   };
 }
 
+/**
+ * Edits 1 % of the book's active documents (slice `k` of a hundred, by id), through the triggers as
+ * a writer's save goes, so their stored plans and export text no longer match.
+ */
+async function changeOnePercent(sql: Sql, bookId: string, k: number): Promise<void> {
+  await sql`
+    UPDATE documents SET content_html = content_html || ${`<p>Edit ${k}.</p>`}
+    WHERE id IN (
+      SELECT id FROM (
+        SELECT id, ntile(100) OVER (ORDER BY id) AS slice FROM documents WHERE book_id = ${bookId} AND status = 1
+      ) s WHERE slice = ${(k % 100) + 1}
+    )`;
+}
+
 /** Drops the book's stored plans, so the next export with HTML is cold. */
 async function dropPlans(sql: Sql, bookId: string): Promise<void> {
   await sql`DELETE FROM rewrite_plans WHERE document_id IN (SELECT id FROM documents WHERE book_id = ${bookId})`;
@@ -134,7 +151,7 @@ async function main(): Promise<void> {
   const program = new Command()
     .requiredOption('--old <checkout>', 'the other checkout (built), the "A" of the comparison')
     .option('--book <name>', 'medium, million, or a number of generated documents', 'medium')
-    .option('--mode <mode>', 'plain, warm or cold', 'plain')
+    .option('--mode <mode>', 'plain, warm, cold or changed', 'plain')
     .option('--runs <n>', 'runs of each build', '3')
     .parse();
   const o = program.opts<{ old: string; book: string; mode: Mode; runs: string }>();
@@ -151,7 +168,7 @@ async function main(): Promise<void> {
       book = { id: d.bookId, slug: d.slug };
     }
     const html = o.mode !== 'plain';
-    if (o.mode === 'warm')
+    if (o.mode === 'warm' || o.mode === 'changed')
       await warmPlans(loadConfig({ ...process.env, DATABASE_URL: db.url, REWRITE_WORKERS: '1' }), db.sql, {
         book: book.slug,
       });
@@ -162,12 +179,14 @@ async function main(): Promise<void> {
     };
     const samples: Record<'A' | 'B', Sample[]> = { A: [], B: [] };
     const copies: number[] = [];
+    let edits = 0;
     try {
       for (const s of Object.values(servers)) await exportOnce(s.base, BENCH_KEY, book.slug, { html });
       for (let i = 0; i < Number(o.runs); i++) {
         copies.push((await copyOnce(db.url, book.id, html)).totalMs);
         for (const side of i % 2 === 0 ? (['A', 'B'] as const) : (['B', 'A'] as const)) {
           if (o.mode === 'cold') await dropPlans(db.sql, book.id);
+          if (o.mode === 'changed') await changeOnePercent(db.sql, book.id, edits++);
           const s = await measure(servers[side], book, html, db.sql);
           samples[side].push(s);
           log(
