@@ -7,7 +7,8 @@
  * Modes: `plain` (no HTML), `warm` (HTML, every rewrite plan stored), `cold` (HTML, no plan stored)
  * and `changed` (HTML, warm but for 1 % of the documents edited before each export, a different 1 %
  * each time, as a knowledge base in use is). DATABASE_URL names the server; the data is kept in
- * kb_export_bench as for `npm run bench`.
+ * kb_export_bench as for `npm run bench`. `changed` edits that kept data for good: drop
+ * kb_export_bench for pristine documents again.
  */
 import { readdir, readFile, readlink } from 'node:fs/promises';
 import path from 'node:path';

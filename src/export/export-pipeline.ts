@@ -8,6 +8,7 @@ import type { ServerResponse } from 'node:http';
 import type { Config } from '../config.js';
 import type { Sql } from '../db/connect.js';
 import { asDatabaseOutage } from '../db/dependency.js';
+import { bufferGarbage } from '../buffer-garbage.js';
 import { ApiError, ClientGoneError } from '../errors.js';
 import { EventLoopSlices, type Pause } from '../event-loop.js';
 import { readChangeState } from './change-state.js';
@@ -303,6 +304,8 @@ class ExportPipeline {
   async #write(batch: DocumentRow[], rewrites: BatchRewrites, ahead: number, idle: IdleAllowance): Promise<void> {
     idle.allow(rewrites.bytes + ahead);
     await this.#body.writeBatch(batch, rewrites);
+    // Its Buffers are garbage now; V8 alone would let them pile up while the export keeps it busy.
+    bufferGarbage.check();
   }
 
   /** How long the snapshot may idle while `bytes` are rewritten and written at the drain floor, ms (D8.7). */

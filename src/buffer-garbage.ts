@@ -1,0 +1,59 @@
+/**
+ * A full collection once the Buffers made since the last one pass a bound, for the export's batches.
+ *
+ * Why: an export makes about three times its bytes in Buffers that die soon after (the driver's
+ * socket reads, its copies where a message straddles two reads, the encoder's chunks), and V8 counts
+ * them only by its external-memory limit, 64 MB above what lived at the last collection. Paced by
+ * PostgreSQL, the export left V8 time to finish marking before that; paced by its own CPU (after
+ * sql/0010) it did not, and `kb-export serve` peaked 15–20 MB above scenario 2's 150 MB bound
+ * (bench/RESULTS.md, sixth round). The bound is on growth, not on the total, so many exports at once,
+ * whose Buffers in flight are many, do not collect after every batch.
+ */
+
+/** Growth of `arrayBuffers` since the last collection that starts one, bytes (bench/optimisations.md). */
+export const BUFFER_GROWTH_BYTES = 24 * 1024 * 1024;
+
+export interface BufferGarbageOptions {
+  /** A full collection (V8's `gc`); none: the check does nothing. */
+  collect?: (() => void) | undefined;
+  /** Bytes of ArrayBuffers alive or not yet collected now. */
+  arrayBuffers?: () => number;
+  growthBytes?: number;
+}
+
+/** V8's `gc()`, exposed by the `kb-export` executable's --expose-gc (src/cli/kb-export.ts); absent elsewhere. */
+const v8Collect = (globalThis as { gc?: () => void }).gc;
+
+export class BufferGarbage {
+  readonly #collect: (() => void) | undefined;
+  readonly #arrayBuffers: () => number;
+  readonly #growthBytes: number;
+  /** `arrayBuffers` after the last collection, or the lowest seen since: V8 collects on its own too. */
+  #base = -1;
+  #collections = 0;
+
+  constructor(opts: BufferGarbageOptions = {}) {
+    this.#collect = 'collect' in opts ? opts.collect : v8Collect;
+    this.#arrayBuffers = opts.arrayBuffers ?? (() => process.memoryUsage().arrayBuffers);
+    this.#growthBytes = opts.growthBytes ?? BUFFER_GROWTH_BYTES;
+  }
+
+  /** Collections this object started. */
+  get collections(): number {
+    return this.#collections;
+  }
+
+  /** Call after a batch is written: collects, synchronously (a few ms), when the Buffers grew by the bound. */
+  check(): void {
+    if (this.#collect === undefined) return;
+    const now = this.#arrayBuffers();
+    if (this.#base < 0 || now < this.#base) this.#base = now;
+    if (now - this.#base < this.#growthBytes) return;
+    this.#collect();
+    this.#collections++;
+    this.#base = this.#arrayBuffers();
+  }
+}
+
+/** The process's one instance: the growth is the process's, whichever export made it. */
+export const bufferGarbage = new BufferGarbage();
