@@ -69,6 +69,30 @@ t.test('many Buffers in flight at once are not a reason to collect after every b
   t.equal(state.collected, 4, '100 MB of growth over 200 MB alive: four collections');
 });
 
+t.test('the bound is per export streaming: two at once collect at twice the growth', async (t) => {
+  const { state, garbage } = fake(24 * MB);
+  state.now = 10 * MB;
+  state.liveAfter = 10 * MB;
+  garbage.check();
+  const first = garbage.streaming();
+  const second = garbage.streaming();
+  state.now = 57 * MB;
+  garbage.check();
+  t.equal(state.collected, 0, '47 MB of growth with two streaming: none');
+  state.now = 58 * MB;
+  garbage.check();
+  t.equal(state.collected, 1, '48 MB: one');
+  second();
+  second();
+  state.now = 34 * MB;
+  garbage.check();
+  t.equal(state.collected, 2, 'one left (an end counted once): 24 MB again');
+  first();
+  state.now = 58 * MB;
+  garbage.check();
+  t.equal(state.collected, 3, 'none streaming counts as one');
+});
+
 t.test('without V8 gc exposed, a check reads nothing and collects nothing', async (t) => {
   let reads = 0;
   const garbage = new BufferGarbage({ collect: undefined, arrayBuffers: () => ++reads * 100 * MB });

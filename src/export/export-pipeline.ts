@@ -167,6 +167,7 @@ class ExportPipeline {
       signal: stop ? AbortSignal.any([this.#writer.signal, stop]) : this.#writer.signal,
       reason: () => (stop?.aborted ? stop.reason : new ClientGoneError(this.#writer.reason ?? 'gone')),
     };
+    const streamed = bufferGarbage.streaming();
     try {
       this.#writer.check();
       await inSnapshot(this.job.sql, this.#timeouts, (snap) => this.#read(snap), giveUp);
@@ -176,6 +177,7 @@ class ExportPipeline {
     } catch (err) {
       return this.#failed(err);
     } finally {
+      streamed();
       this.#writer.close();
     }
   }
