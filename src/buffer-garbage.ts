@@ -1,15 +1,10 @@
 /**
  * A full collection once the Buffers made since the last one pass a bound, for the export's batches.
- *
- * Why: an export makes about three times its bytes in Buffers that die soon after (the driver's
- * socket reads, its copies where a message straddles two reads, the encoder's chunks), and V8 counts
- * them only by its external-memory limit, 64 MB above what lived at the last collection. Paced by
- * PostgreSQL, the export left V8 time to finish marking before that; paced by its own CPU (after
- * sql/0010) it did not, and `kb-export serve` peaked 15–20 MB above scenario 2's 150 MB bound
- * (bench/RESULTS.md, sixth round). The bound is on growth, not on the total, so Buffers alive in
- * flight never make it collect after every batch; and it is per export streaming, since each
- * collection is atomic and costs more as the heap grows: at one bound for four exports at once,
- * they took 26 % longer in all, with pauses of up to 49 ms (D8.8). Memory is bounded per export (D8.4).
+ * An export makes about three times its bytes in Buffers that die soon after, which V8 counts only
+ * by its external-memory limit; busy with its own CPU, the export let them pile up past scenario 2's
+ * 150 MB. The bound is on growth, so Buffers in flight never make it collect after every batch, and
+ * per export streaming, since each collection is atomic and grows with the heap (D8.4, D8.8;
+ * measurements in bench/RESULTS.md, sixth round).
  */
 
 /** Growth of `arrayBuffers` since the last collection that starts one, per export streaming, bytes (bench/optimisations.md). */
