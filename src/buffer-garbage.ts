@@ -19,7 +19,7 @@ export interface BufferGarbageOptions {
 }
 
 /** V8's `gc()`, exposed by the `kb-export` executable's --expose-gc (src/cli/kb-export.ts); absent elsewhere. */
-const v8Collect = (globalThis as { gc?: () => void }).gc;
+export const fullCollection = (globalThis as { gc?: () => void }).gc;
 
 export class BufferGarbage {
   readonly #collect: (() => void) | undefined;
@@ -31,7 +31,7 @@ export class BufferGarbage {
   #exports = 0;
 
   constructor(opts: BufferGarbageOptions = {}) {
-    this.#collect = 'collect' in opts ? opts.collect : v8Collect;
+    this.#collect = 'collect' in opts ? opts.collect : fullCollection;
     this.#arrayBuffers = opts.arrayBuffers ?? (() => process.memoryUsage().arrayBuffers);
     this.#growthBytes = opts.growthBytes ?? BUFFER_GROWTH_BYTES;
   }
