@@ -15,8 +15,11 @@ import type { BodyFormat } from '../request/negotiate.js';
 import type { Pause } from '../../event-loop.js';
 
 export interface BodySink {
-  /** Resolves when more may be written; rejects with ClientGoneError. */
-  write(chunk: Buffer): Promise<void>;
+  /**
+   * Resolves when more may be written; rejects with ClientGoneError. Calls `written` once
+   * nothing holds `chunk` any more, so its memory may be filled again; never after a failure.
+   */
+  write(chunk: Buffer, written?: () => void): Promise<void>;
   flush(): Promise<void>;
   /** The end of the body (only after the snapshot committed: D6.3). */
   end(): Promise<void>;
@@ -100,13 +103,19 @@ export class ExportBody {
   }
 
   async #writeChunks(): Promise<void> {
-    for (const chunk of this.#chunker.takeChunks()) {
+    const chunker = this.#chunker;
+    for (const chunk of chunker.takeChunks()) {
       if (this.#captured !== null) {
         this.#capturedBytes += chunk.length;
-        if (this.#capturedBytes <= this.opts.captureUpTo!) this.#captured.push(chunk);
-        else this.#captured = null;
+        if (this.#capturedBytes <= this.opts.captureUpTo!) {
+          chunker.keep(chunk);
+          this.#captured.push(chunk);
+          await this.sink.write(chunk);
+          continue;
+        }
+        this.#captured = null;
       }
-      await this.sink.write(chunk);
+      await this.sink.write(chunk, () => chunker.release(chunk));
     }
   }
 

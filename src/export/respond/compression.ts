@@ -33,7 +33,8 @@ function compressor(encoding: Exclude<ContentEncoding, 'identity'>): Compressor 
 }
 
 export interface BodySink {
-  write(chunk: Buffer): Promise<void>;
+  /** Resolves when more may be written; `written` once nothing holds `chunk` any more (never after a failure). */
+  write(chunk: Buffer, written?: () => void): Promise<void>;
   flush(): Promise<void>;
   end(): Promise<void>;
   /** Frees the compressor after a failure; the response is destroyed by its owner. */
@@ -42,7 +43,12 @@ export interface BodySink {
 
 export function bodySink(writer: ResponseWriter, encoding: ContentEncoding): BodySink {
   if (encoding === 'identity') {
-    return { write: (chunk) => writer.write(chunk), flush: async () => {}, end: async () => {}, destroy: () => {} };
+    return {
+      write: (chunk, written) => writer.write(chunk, written),
+      flush: async () => {},
+      end: async () => {},
+      destroy: () => {},
+    };
   }
   const { stream, flushKind } = compressor(encoding);
   const out = new Writable({
@@ -62,9 +68,12 @@ export function bodySink(writer: ResponseWriter, encoding: ContentEncoding): Bod
     }
   };
   return {
-    async write(chunk) {
+    async write(chunk, written) {
       writer.check();
-      if (!stream.write(chunk)) await settled(once(stream, 'drain', { signal: writer.signal }));
+      // zlib calls back once it consumed all of the chunk's input.
+      const cb = written === undefined ? undefined : (err?: Error | null) => err == null && written();
+      if (!(cb === undefined ? stream.write(chunk) : stream.write(chunk, cb)))
+        await settled(once(stream, 'drain', { signal: writer.signal }));
     },
     async flush() {
       writer.check();

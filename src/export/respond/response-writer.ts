@@ -83,19 +83,31 @@ export class ResponseWriter {
     if (this.reasonGone !== null) throw new ClientGoneError(this.reasonGone);
   }
 
-  /** Writes `chunk`; resolves once the response can take more. Rejects with ClientGoneError. */
-  async write(chunk: Buffer): Promise<void> {
+  /**
+   * Writes `chunk`; resolves once the response can take more. Rejects with ClientGoneError.
+   * `written` is called once the socket holds no reference to `chunk` any more, never after a failure.
+   */
+  async write(chunk: Buffer, written?: () => void): Promise<void> {
+    const slices = Math.ceil(chunk.length / WRITE_SLICE_BYTES);
+    let left = slices;
+    const sliceWritten =
+      written === undefined
+        ? undefined
+        : (err?: Error | null) => {
+            if (err == null && --left === 0) written();
+          };
     // Node counts a write as queued until all of it is out: one 8 MB write would hide a slow reader's pace.
     for (let at = 0; at < chunk.length; at += WRITE_SLICE_BYTES) {
-      await this.#write(chunk.length <= WRITE_SLICE_BYTES ? chunk : chunk.subarray(at, at + WRITE_SLICE_BYTES));
+      const slice = slices === 1 ? chunk : chunk.subarray(at, at + WRITE_SLICE_BYTES);
+      await this.#write(slice, sliceWritten);
     }
     this.check();
   }
 
-  async #write(chunk: Buffer): Promise<void> {
+  async #write(chunk: Buffer, written: ((err?: Error | null) => void) | undefined): Promise<void> {
     this.check();
     this.handed += chunk.length;
-    if (this.res.write(chunk)) return;
+    if (written === undefined ? this.res.write(chunk) : this.res.write(chunk, written)) return;
     await new Promise<void>((resolve, reject) => {
       const onDrain = () => done();
       const done = (err?: Error) => {

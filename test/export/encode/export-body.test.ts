@@ -6,6 +6,7 @@
 import type { BookRow } from '../../../src/export/request/book.js';
 import { bodySink } from '../../../src/export/respond/compression.js';
 import http from 'node:http';
+import zlib from 'node:zlib';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { request } from 'undici';
@@ -117,3 +118,75 @@ t.test('takeChunks joins runs of small parts and passes a large part on as the s
   t.equal(chunks[1], big, 'the large part is not copied');
   t.same(c.takeChunks(), [], 'nothing left');
 });
+
+t.test(
+  'chunk memory filled again after the socket or compressor is done with it: bodies stay byte-exact',
+  async (t) => {
+    // Bodies of several MB, read slowly, so writes wait on the socket and chunks are out while more are filled.
+    const rows = Array.from({ length: 3000 }, (_, i) =>
+      rowFromValues(
+        values(`d${i}`, `<p>${String.fromCharCode(0x41 + (i % 26)).repeat(100 + ((i * 7919) % 3500))}</p>`),
+      ),
+    );
+    const batch = { coverUrls: rows.map(() => null), contentHtml: rows.map(() => null), bytes: 0 };
+    const write = async (body: ExportBody) => {
+      body.open(BOOK);
+      await body.writeBatch(rows.slice(0, 1500), batch);
+      await body.flush();
+      await body.writeBatch(rows.slice(1500), batch);
+      await body.finish();
+    };
+    // What the body must be: every chunk copied as it is taken, nothing given back.
+    const expected: Buffer[] = [];
+    const copying = {
+      write: async (c: Buffer) => void expected.push(Buffer.from(c)),
+      flush: async () => {},
+      end: async () => {},
+    };
+    await write(new ExportBody(copying, { chunkSize: 4096, pause: async () => {} }));
+    const want = Buffer.concat(expected);
+
+    for (const encoding of ['identity', 'gzip'] as const) {
+      const memory = new Set<ArrayBufferLike>();
+      let chunks = 0;
+      let released = 0;
+      const server = http.createServer(async (_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        const writer = new ResponseWriter(res, { stallTimeoutMs: 10_000, minDrainBytesPerS: 0, maxDurationMs: 0 });
+        const sink = bodySink(writer, encoding);
+        const watched = {
+          write: (chunk: Buffer, written?: () => void) => {
+            chunks++;
+            memory.add(chunk.buffer);
+            return sink.write(chunk, () => {
+              released++;
+              written?.();
+            });
+          },
+          flush: () => sink.flush(),
+          end: () => sink.end(),
+        };
+        await write(new ExportBody(watched, { chunkSize: 4096, flushEachBatch: true, pause: async () => {} }));
+        writer.close();
+        res.end();
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      try {
+        const res = await request(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
+        const got: Buffer[] = [];
+        let n = 0;
+        for await (const part of res.body) {
+          got.push(part as Buffer);
+          if (++n % 8 === 0) await new Promise((r) => setTimeout(r, 2));
+        }
+        const raw = Buffer.concat(got);
+        const body = encoding === 'gzip' ? zlib.gunzipSync(raw) : raw;
+        t.ok(body.equals(want), `${encoding}: the body read slowly is byte for byte the expected one`);
+        t.ok(released > 0 && released <= chunks, `${encoding}: chunks given back (${released} of ${chunks})`);
+        t.ok(memory.size < chunks / 4, `${encoding}: ${chunks} chunks written from ${memory.size} buffers`);
+      } finally {
+        server.close();
+      }
+    }
+  },
+);

@@ -182,6 +182,111 @@ t.test('JsonChunker: a chunk size above 256 KiB loses no bytes and fills buffers
   }
 });
 
+t.test('JsonChunker: a buffer is filled again only once every chunk cut from it was released', async (t) => {
+  /** Fills `n` bytes in two pieces: one piece of a buffer's size would go on uncopied. */
+  const fill = (c: JsonChunker, ch: string, n: number) => {
+    c.push(ch.repeat(n >> 1));
+    c.push(ch.repeat(n - (n >> 1)));
+  };
+  const c = new JsonChunker(1024);
+  fill(c, 'a', 1024);
+  const [first] = c.takeChunks();
+  fill(c, 'b', 1024);
+  const [second] = c.takeChunks();
+  t.not(second!.buffer, first!.buffer, 'a buffer with a chunk out is not filled again');
+  t.equal(first!.toString(), 'a'.repeat(1024), 'the chunk out is unchanged');
+  c.release(first!);
+  c.release(first!);
+  fill(c, 'c', 1024);
+  const [third] = c.takeChunks();
+  t.equal(third!.buffer, first!.buffer, 'a released buffer is filled again');
+  fill(c, 'd', 1024);
+  const [fourth] = c.takeChunks();
+  t.not(fourth!.buffer, first!.buffer, 'a second release of the same chunk freed nothing more');
+  t.equal(third!.toString(), 'c'.repeat(1024));
+
+  // Two chunks cut from one buffer: the buffer waits for both.
+  const d = new JsonChunker(2048);
+  d.push('x'.repeat(600));
+  const [a] = d.takeChunks();
+  d.push('y'.repeat(1448));
+  const [b] = d.takeChunks();
+  t.equal(a!.buffer, b!.buffer, 'both chunks cut from one buffer');
+  d.release(a!);
+  fill(d, 'z', 2048);
+  const [e] = d.takeChunks();
+  t.not(e!.buffer, a!.buffer, 'one chunk still out keeps the buffer');
+  t.equal(b!.toString(), 'y'.repeat(1448));
+  d.release(b!);
+  fill(d, 'w', 2048);
+  const [f] = d.takeChunks();
+  t.equal(f!.buffer, a!.buffer, 'filled again once both are back');
+
+  const g = new JsonChunker(1024);
+  fill(g, 'a', 1024);
+  const [kept] = g.takeChunks();
+  g.keep(kept!);
+  g.release(kept!);
+  fill(g, 'b', 1024);
+  t.not(g.takeChunks()[0]!.buffer, kept!.buffer, "a kept chunk's buffer is never filled again");
+  t.equal(kept!.toString(), 'a'.repeat(1024));
+
+  const h = new JsonChunker(100);
+  const big = Buffer.alloc(500, 0x61);
+  h.push(big);
+  const [passed] = h.takeChunks();
+  h.release(passed!);
+  h.push('q'.repeat(100));
+  t.equal(big.toString(), 'a'.repeat(500), 'a piece that went on uncopied is never written into');
+});
+
+t.test(
+  'property: chunks released at random points keep their bytes until released, and all bytes arrive',
+  async (t) => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 3000 }),
+        fc.array(fc.oneof(fc.integer({ min: 1, max: 4000 }), fc.constant(-1), fc.constant(-2)), { maxLength: 60 }),
+        fc.integer(),
+        (chunkSize, ops, seed) => {
+          const c = new JsonChunker(chunkSize);
+          const pushed: Buffer[] = [];
+          const taken: Buffer[] = [];
+          const out: { chunk: Buffer; copy: Buffer }[] = [];
+          let n = 0;
+          let r = seed >>> 0;
+          const rand = () => (r = (Math.imul(r, 1664525) + 1013904223) >>> 0) / 2 ** 32;
+          const check = () => out.every((o) => o.chunk.equals(o.copy));
+          for (const op of ops) {
+            if (op > 0) {
+              const b = Buffer.alloc(op, 0x21 + (n++ % 90));
+              pushed.push(b);
+              c.push(b);
+            }
+            if (op === -1 || c.full) {
+              for (const chunk of c.takeChunks()) {
+                taken.push(Buffer.from(chunk));
+                out.push({ chunk, copy: Buffer.from(chunk) });
+              }
+            }
+            if (op === -2 && out.length > 0) {
+              const [o] = out.splice(Math.floor(rand() * out.length), 1);
+              if (!check()) return false;
+              c.release(o!.chunk);
+              if (rand() < 0.2) c.release(o!.chunk);
+            }
+            if (!check()) return false;
+          }
+          for (const chunk of c.takeChunks()) taken.push(Buffer.from(chunk));
+          return check() && Buffer.concat(taken).equals(Buffer.concat(pushed));
+        },
+      ),
+      { numRuns: 500 },
+    );
+    t.pass('500 runs');
+  },
+);
+
 /** Pushes: strings (lone surrogates included) or Buffers. */
 const pushArb = fc.oneof(
   fc.record({ push: anyString }),
