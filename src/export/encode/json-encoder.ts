@@ -84,15 +84,18 @@ export class JsonChunker {
    * was given back already, is ignored.
    */
   release(chunk: Buffer): void {
-    const slab = this.#slabs.get(chunk.buffer);
-    if (slab !== undefined && slab.out.delete(chunk)) this.#retire(slab);
+    this.#giveBack(chunk, false);
   }
 
   /** Says a chunk from `takeChunks` is kept (a cached body): its buffer is never filled again. */
   keep(chunk: Buffer): void {
+    this.#giveBack(chunk, true);
+  }
+
+  #giveBack(chunk: Buffer, kept: boolean): void {
     const slab = this.#slabs.get(chunk.buffer);
     if (slab === undefined || !slab.out.delete(chunk)) return;
-    slab.kept = true;
+    if (kept) slab.kept = true;
     this.#retire(slab);
   }
 

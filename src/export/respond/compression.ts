@@ -71,9 +71,8 @@ export function bodySink(writer: ResponseWriter, encoding: ContentEncoding): Bod
     async write(chunk, written) {
       writer.check();
       // zlib calls back once it consumed all of the chunk's input.
-      const cb = written === undefined ? undefined : (err?: Error | null) => err == null && written();
-      if (!(cb === undefined ? stream.write(chunk) : stream.write(chunk, cb)))
-        await settled(once(stream, 'drain', { signal: writer.signal }));
+      const cb = written && ((err?: Error | null) => err == null && written());
+      if (!stream.write(chunk, cb)) await settled(once(stream, 'drain', { signal: writer.signal }));
     },
     async flush() {
       writer.check();

@@ -91,11 +91,10 @@ export class ResponseWriter {
     const slices = Math.ceil(chunk.length / WRITE_SLICE_BYTES);
     let left = slices;
     const sliceWritten =
-      written === undefined
-        ? undefined
-        : (err?: Error | null) => {
-            if (err == null && --left === 0) written();
-          };
+      written &&
+      ((err?: Error | null) => {
+        if (err == null && --left === 0) written();
+      });
     // Node counts a write as queued until all of it is out: one 8 MB write would hide a slow reader's pace.
     for (let at = 0; at < chunk.length; at += WRITE_SLICE_BYTES) {
       const slice = slices === 1 ? chunk : chunk.subarray(at, at + WRITE_SLICE_BYTES);
@@ -107,7 +106,7 @@ export class ResponseWriter {
   async #write(chunk: Buffer, written: ((err?: Error | null) => void) | undefined): Promise<void> {
     this.check();
     this.handed += chunk.length;
-    if (written === undefined ? this.res.write(chunk) : this.res.write(chunk, written)) return;
+    if (this.res.write(chunk, written)) return;
     await new Promise<void>((resolve, reject) => {
       const onDrain = () => done();
       const done = (err?: Error) => {
