@@ -1,10 +1,10 @@
 /**
  * The service's own writes on the primary cancel no export on a hot standby and never hold its
- * replay back (decisions.md D11.5, sql/0008_standby_conflicts.sql): a cold export read from the
- * standby at about 300 KB/s for about 40 s, while the service's housekeeping runs on the primary
- * beside it (keys verified for other requests, the pruning of removals every 100 ms in its steady
- * state, rewrite plans written behind this export and others, more than autovacuum's 1,000), arrives
- * whole; the standby counts no conflict, and its startup process never waits on one. The standby
+ * replay back (decisions.md D11.5, sql/0008_standby_conflicts.sql, sql/0011_plan_vacuum_threshold.sql):
+ * a cold export read from the standby at about 300 KB/s for about 40 s, while the service's
+ * housekeeping runs on the primary beside it (keys verified for other requests, the pruning of
+ * removals every 100 ms in its steady state, rewrite plans written behind this export and others,
+ * more than autovacuum's 1,000, and ten seconds of them rolled back by the database), arrives whole; the standby counts no conflict, and its startup process never waits on one. The standby
  * runs as the README's "Scaling out" recommends without hot_standby_feedback:
  * max_standby_streaming_delay at EXPORT_MAX_DURATION_MS. Autovacuum looks every second, so it gets
  * to the tables those writes touch while the export runs. Long: about a minute.
@@ -20,7 +20,13 @@ import { startReplicaPair } from '../helpers/replica.js';
 
 const EXPORT_MAX_DURATION_MS = 120_000;
 const pair = await startReplicaPair(t, {
-  standbySettings: { hot_standby_feedback: 'off', max_standby_streaming_delay: `${EXPORT_MAX_DURATION_MS}ms` },
+  standbySettings: {
+    hot_standby_feedback: 'off',
+    max_standby_streaming_delay: `${EXPORT_MAX_DURATION_MS}ms`,
+    // A wait names the WAL record it waits on (its type, relation and block) in the standby's log.
+    log_recovery_conflict_waits: 'on',
+    log_min_messages: 'log',
+  },
 });
 await pair.primary.configure({ autovacuum_naptime: 1 });
 const primary: Sql = connect(pair.primary.url, { max: 4, applicationName: 'kbx-test' });
@@ -32,6 +38,21 @@ await migrate(primary);
 const specs = [{ slug: 'big', documents: 3000, paragraphs: 1, seed: 1 }];
 for (let i = 0; i < 4; i++) specs.push({ slug: `other${i}`, documents: 40, paragraphs: 3, seed: 10 + i });
 const books = await seedGeneratedBooks(primary, specs);
+// While the test holds this advisory lock, the database rolls back every batch of plans the
+// service writes, as a statement timeout would, leaving their rows dead. Advisory locks write no
+// WAL, so the switch itself conflicts with nothing on the standby.
+const REFUSE_PLANS = 7212345011;
+await primary.unsafe(`
+  CREATE FUNCTION kbx_test_refuse_plans() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    IF NOT pg_try_advisory_xact_lock_shared(${REFUSE_PLANS}) THEN
+      RAISE EXCEPTION 'plans refused by the test';
+    END IF;
+    RETURN NULL;
+  END $$`);
+await primary`
+  CREATE TRIGGER kbx_test_refuse_plans AFTER INSERT ON rewrite_plans
+  FOR EACH STATEMENT EXECUTE FUNCTION kbx_test_refuse_plans()`;
 
 /** Recovery conflicts the standby has counted in this database. */
 const conflicts = async () =>
@@ -111,13 +132,25 @@ t.test(
       }
     })();
 
+    // Ten seconds of the export's plans rolled back, after five of them written.
+    const refusing = (async () => {
+      await new Promise((r) => setTimeout(r, 5000));
+      const lock = await primary.reserve();
+      try {
+        await lock`SELECT pg_advisory_lock(${REFUSE_PLANS})`;
+        await new Promise((r) => setTimeout(r, 10_000));
+        await lock`SELECT pg_advisory_unlock(${REFUSE_PLANS})`;
+      } finally {
+        lock.release();
+      }
+    })();
     const began = Date.now();
     const reader = slowReader(`${server.url}/api/v1/open/books/big/docs`, auth, 300 * 1024, { keepRate: true });
     t.teardown(() => reader.abort());
     const res = await reader.done;
     const seconds = (Date.now() - began) / 1000;
     exporting = false;
-    await Promise.all([watch, keys, otherExports, pruning.stop()]);
+    await Promise.all([watch, keys, otherExports, pruning.stop(), refusing]);
     const plans = (await server.app.metrics.registry.getSingleMetric('kb_export_rewrite_plans_total')!.get()).values;
     // The export's session reports its statistics, a conflict count with them, when it ends.
     await server.app.close();
@@ -139,7 +172,11 @@ t.test(
     t.ok(others > 5, `${others} other exports`);
     const written = plans.find((v) => v.labels.outcome === 'written')?.value ?? 0;
     t.ok(written > 1000, `${written} rewrite plans written behind the exports`);
-    t.same(waits, [], "the standby's replay never waited on a recovery conflict");
+    const failed = plans.find((v) => v.labels.outcome === 'failed')?.value ?? 0;
+    t.ok(failed > 100, `${failed} plans rolled back meanwhile, more than autovacuum's default 50 dead rows`);
+    t.same(waits, [], "the standby's replay never waited on a recovery conflict", {
+      standbyLog: pair.standby.log.tail(40),
+    });
     let after = await conflicts();
     for (
       const until = Date.now() + 2000;
