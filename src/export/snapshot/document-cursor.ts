@@ -1,12 +1,22 @@
 /**
- * Batches bounded in bytes before they are fetched (D8.4): a size cursor (no body read)
- * runs beside the export cursor; the next two batches are asked for as soon as the current one arrives.
+ * Batches bounded in bytes before they are fetched (D8.4): a size cursor (no body read) runs
+ * beside the export cursor, listing the rows over SIZE_LISTED_OVER bytes and every
+ * SIZE_MARK_EVERY-th (query.ts sizeMarkerQuery); the next two batches are asked for as soon as
+ * the current one arrives.
  */
 import { type DocumentRow } from './rows.js';
 import { ROW_OVERHEAD_BYTES, rowsWithinBudget } from './batch-budget.js';
 import type { ResumePosition } from '../request/export-request.js';
 import { changedDocumentQuery, changedDocumentSizeQuery, sinceParams, type ChangeSince } from './changes-query.js';
-import { AFTER_POSITION, documentQuery, documentSizeQuery, type DocumentQueryOptions } from './query.js';
+import {
+  AFTER_POSITION,
+  documentQuery,
+  documentSizeQuery,
+  SIZE_LISTED_OVER,
+  SIZE_MARK_EVERY,
+  sizeMarkerQuery,
+  type DocumentQueryOptions,
+} from './query.js';
 import type { Snapshot } from './snapshot.js';
 
 const ROWS = 'kb_export_cursor';
@@ -45,18 +55,28 @@ function selectionQueries(
   selection: DocumentSelection,
 ): [string, string, string[]] {
   if ('since' in selection)
-    return [changedDocumentSizeQuery(opts), changedDocumentQuery(opts), [bookId, ...sinceParams(selection.since)]];
+    return [
+      sizeMarkerQuery(changedDocumentSizeQuery(opts)),
+      changedDocumentQuery(opts),
+      [bookId, ...sinceParams(selection.since)],
+    ];
   if ('after' in selection) {
     const { orderKey, id } = selection.after;
-    return [documentSizeQuery(opts, AFTER_POSITION), documentQuery(opts, AFTER_POSITION), [bookId, orderKey, id]];
+    return [
+      sizeMarkerQuery(documentSizeQuery(opts, AFTER_POSITION)),
+      documentQuery(opts, AFTER_POSITION),
+      [bookId, orderKey, id],
+    ];
   }
-  return [documentSizeQuery(opts), documentQuery(opts), [bookId]];
+  return [sizeMarkerQuery(documentSizeQuery(opts)), documentQuery(opts), [bookId]];
 }
 
 export class DocumentCursor {
-  /** Sizes read ahead; `sizes[head…]` belong to rows not yet asked for. */
+  /** Sizes read ahead, SIZE_LISTED_OVER for a row not listed; `sizes[head…]` belong to rows not yet asked for. */
   #sizes: number[] = [];
   #head = 0;
+  /** The 1-based position of the first row whose size is not in `sizes` yet. */
+  #nextRow = 1;
   #sizesDone = false;
   #sizesPending: Promise<void> | null = null;
   /** The next batches in order, each asked for once the one before it was; empty once every row was returned. */
@@ -162,22 +182,38 @@ export class DocumentCursor {
     }
   }
 
+  #unlisted(): void {
+    this.#sizes.push(SIZE_LISTED_OVER);
+    this.#nextRow++;
+  }
+
   #readSizesAhead(force = false): void {
     if (this.#sizesDone || this.#sizesPending !== null) return;
     if (!force && this.#sizes.length - this.#head >= this.limits.maxRows) return;
     const chunk = this.#sizeChunk;
     this.#sizeChunk = Math.max(1024, 2 * this.limits.maxRows);
-    const reading = this.snap.query<[Buffer][]>(`FETCH FORWARD ${chunk} FROM ${SIZES}`, [], {
+    const reading = this.snap.query<[Buffer, Buffer][]>(`FETCH FORWARD ${chunk} FROM ${SIZES}`, [], {
       raw: true,
       timeoutMs: this.limits.fetchMs,
     });
     this.#sizesPending = reading.then(
       (rows) => {
-        // Drop what was used, so the buffer never holds more than a chunk and a batch.
+        // Drop what was used, so the buffer never holds more than a chunk's rows and a batch.
         this.#sizes = this.#sizes.slice(this.#head);
         this.#head = 0;
-        for (let i = 0; i < rows.length; i++) this.#sizes.push(decimal(rows[i]![0]));
-        if (rows.length < chunk) this.#sizesDone = true;
+        for (let i = 0; i < rows.length; i++) {
+          const row = decimal(rows[i]![0]);
+          while (this.#nextRow < row) this.#unlisted();
+          this.#sizes.push(decimal(rows[i]![1]));
+          this.#nextRow++;
+        }
+        if (rows.length < chunk) {
+          // After the last one listed, fewer rows than up to the next SIZE_MARK_EVERY-th may be
+          // left, none of them listed: counted as if all were, the FETCH that asks for them ends short.
+          const end = Math.ceil(this.#nextRow / SIZE_MARK_EVERY) * SIZE_MARK_EVERY;
+          while (this.#nextRow < end) this.#unlisted();
+          this.#sizesDone = true;
+        }
         this.#sizesPending = null;
       },
       (err: unknown) => {

@@ -89,3 +89,21 @@ export function documentSizeQuery(opts: DocumentQueryOptions, filter = ''): stri
   ${documentsOf(opts, filter)}
   ${ORDER}`;
 }
+
+/** A row is listed by the size markers when its size is over this many bytes; the others count as this many (D8.4). */
+export const SIZE_LISTED_OVER = 512;
+/** Every this many rows one is listed whatever its size, so a FETCH of n markers reads at most n times as many rows. */
+export const SIZE_MARK_EVERY = 16;
+
+/**
+ * The rows of `sizeQuery` (a size per row, in the export's order) PostgreSQL keeps for Node:
+ * `(rn, size)` for each row larger than SIZE_LISTED_OVER and each SIZE_MARK_EVERY-th, `rn` its
+ * 1-based position. A million small documents cost Node a row object and a Buffer each for
+ * their sizes; now one in 16 (bench/optimisations.md). The rows left out are at most
+ * SIZE_LISTED_OVER bytes each, so a batch's bound counted with that size still holds (D8.4).
+ */
+export function sizeMarkerQuery(sizeQuery: string): string {
+  return `
+  SELECT rn, size FROM (SELECT row_number() OVER () AS rn, size FROM (${sizeQuery}) AS sizes (size)) AS numbered
+  WHERE size > ${SIZE_LISTED_OVER} OR rn % ${SIZE_MARK_EVERY} = 0`;
+}

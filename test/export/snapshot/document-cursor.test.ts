@@ -9,7 +9,8 @@ import { DependencyError } from '../../../src/errors.js';
 import t, { type Test } from 'tap';
 import { connect } from '../../../src/db/connect.js';
 import { DocumentCursor } from '../../../src/export/snapshot/document-cursor.js';
-import type { DocumentQueryOptions } from '../../../src/export/snapshot/query.js';
+import { SIZE_LISTED_OVER, SIZE_MARK_EVERY, type DocumentQueryOptions } from '../../../src/export/snapshot/query.js';
+import { ROW_OVERHEAD_BYTES } from '../../../src/export/snapshot/batch-budget.js';
 import { inSnapshot, type SnapshotTimeouts } from '../../../src/export/snapshot/snapshot.js';
 import { doc, seed, simpleSeed } from '../../helpers/app.js';
 import { createTestDatabase } from '../../helpers/db.js';
@@ -216,6 +217,82 @@ t.test('an empty knowledge base: one empty first batch, then the end', async (t)
   });
   t.same(seen, [[], null]);
 });
+
+t.test(
+  'sizes listed sparsely: every count around the marker interval, rows over and under the threshold (D8.4)',
+  async (t) => {
+    const db = await createTestDatabase(t);
+    const sql = connect(db.url, { max: 1, applicationName: 'kbx-test-export' });
+    t.teardown(() => sql.end({ timeout: 1 }));
+    // Books of 1 to 3 intervals and one row either side, each row's contentStr under or over the
+    // size that gets it listed, a seeded random choice; the budget fits a few small rows only.
+    let state = 7;
+    const random = () => (state = (state * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+    const counts = [
+      1,
+      SIZE_MARK_EVERY - 1,
+      SIZE_MARK_EVERY,
+      SIZE_MARK_EVERY + 1,
+      2 * SIZE_MARK_EVERY,
+      3 * SIZE_MARK_EVERY + 1,
+    ];
+    const books = counts.map((n, b) => ({
+      id: `b${b}`,
+      docs: Array.from({ length: n }, (_, i) =>
+        doc(`b${b}-d${String(i).padStart(3, '0')}`, `k${String(i).padStart(3, '0')}`, {
+          contentStr: 'x'.repeat(
+            random() < 0.3 ? SIZE_LISTED_OVER + 1 + Math.floor(random() * 3000) : Math.floor(random() * 200),
+          ),
+        }),
+      ),
+    }));
+    for (const book of books)
+      await seed(db.sql, simpleSeed(book.docs, { user: `u-${book.id}`, slug: book.id, bookId: book.id }));
+    const budget = 4 * (SIZE_LISTED_OVER + ROW_OVERHEAD_BYTES);
+    for (const book of books) {
+      let sizeRows = 0;
+      const batches = await inSnapshot(sql, TIMEOUTS, async (snap) => {
+        const counted = {
+          async query<T>(
+            text: string,
+            params: readonly unknown[],
+            opts: { raw?: boolean; timeoutMs: number },
+          ): Promise<T> {
+            const rows = await snap.query<T>(text, params, opts);
+            if (text.includes('FROM kb_export_sizes')) sizeRows += (rows as unknown[]).length;
+            return rows;
+          },
+        };
+        const cursor = await DocumentCursor.open(
+          counted,
+          { excludeCategories: true, includeContentHtml: false },
+          book.id,
+          { all: true },
+          { budgetBytes: budget, maxRows: 7, firstRows: 3, startMs: 5000, fetchMs: 10_000 },
+        );
+        const out: DocumentRow[][] = [];
+        for (let rows = await cursor.next(); rows !== null; rows = await cursor.next()) out.push(rows);
+        await cursor.close();
+        return out;
+      });
+      t.same(
+        batches.flat().map(documentIdOf),
+        book.docs.map((d) => d.id),
+        `${book.docs.length} rows: each once, in order`,
+      );
+      t.ok(
+        batches.every((b) => b.length > 0 && b.length <= 7),
+        'no empty batch before the end, none over maxRows',
+      );
+      const over = batches.filter((b) => b.length > 1 && b.reduce((n, r) => n + rowBytes(r), 0) > budget);
+      t.same(over, [], 'every batch of more than one row within the budget');
+      const listed = book.docs.filter(
+        (d, i) => (d.contentStr as string).length > SIZE_LISTED_OVER || (i + 1) % SIZE_MARK_EVERY === 0,
+      );
+      t.equal(sizeRows, listed.length, `the size cursor sent ${sizeRows} rows for ${book.docs.length}`);
+    }
+  },
+);
 
 t.test(
   'a statement that does not answer in time fails the snapshot at once; its connection comes back (D8.5)',
