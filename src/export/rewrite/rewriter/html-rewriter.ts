@@ -31,6 +31,17 @@ export interface Edit {
   text: string;
 }
 
+/** Parsers whose document ended, for the next rewriter: a thread plans its documents one after another, so a few do. */
+const idleParsers: SyncSaxParser[] = [];
+const IDLE_PARSERS = 4;
+
+function parserFor(onStartTag: (tag: StartTag, foreign: boolean) => void): SyncSaxParser {
+  const sax = idleParsers.pop();
+  if (sax === undefined) return new SyncSaxParser(onStartTag);
+  sax.reset(onStartTag);
+  return sax;
+}
+
 /** The rewriter of one HTML document: edits by source offset, in order, fed whole (editsOf) or in pieces (write). */
 export class HtmlMediaRewriter {
   /** Prefix rules only: the prefix needs no escaping, so it is spliced in as is. */
@@ -41,6 +52,7 @@ export class HtmlMediaRewriter {
   private readonly edits: Edit[] = [];
   private count = 0;
   private started = false;
+  private done = false;
   private window = '';
   private windowStart = 0;
   private lastTagEnd = 0;
@@ -55,11 +67,12 @@ export class HtmlMediaRewriter {
       this.rules = prefixOrRules;
     }
     this.onEdit = onEdit ?? ((e) => this.edits.push(e));
-    this.sax = new SyncSaxParser((tag, foreign) => this.onStartTag(tag, foreign));
+    this.sax = parserFor((tag, foreign) => this.onStartTag(tag, foreign));
   }
 
   /** Feeds the next piece; a tag left open waits for it, and at the end is no tag (eof-in-tag). */
   write(chunk: string, last: boolean): void {
+    if (this.done) throw new Error('HtmlMediaRewriter: the document has ended');
     this.started = true;
     if (this.lastTagEnd > this.windowStart) {
       this.window = this.window.slice(this.lastTagEnd - this.windowStart);
@@ -67,6 +80,12 @@ export class HtmlMediaRewriter {
     }
     this.window += chunk;
     this.sax.tokenize(chunk, last);
+    if (last) {
+      // Its last start tag was handled in tokenize: the parser can take another document.
+      this.done = true;
+      this.sax.release();
+      if (idleParsers.length < IDLE_PARSERS) idleParsers.push(this.sax);
+    }
   }
 
   editsOf(html: string): readonly Edit[] {

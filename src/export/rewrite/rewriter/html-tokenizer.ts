@@ -196,14 +196,66 @@ function takePlainTags(tz: StateView): void {
   tz._stateEndTagOpen = open(endOpen, true);
 }
 
-/** Drives the SAX parser synchronously: its stream API defers `end()` to a later tick. */
+type StartTagHandler = (tag: StartTag, foreign: boolean) => void;
+
+/** SAXParser's fields that `reset` sets, private in its types. */
+interface ParserState {
+  parserFeedbackSimulator: { tokenizer: unknown };
+  tokenizer: unknown;
+  pendingText: unknown;
+  lastChunkWritten: boolean;
+  stopped: boolean;
+}
+
+const ignoreStartTag: StartTagHandler = () => {};
+
+/**
+ * Drives the SAX parser synchronously: its stream API defers `end()` to a later tick. One parser
+ * takes document after document (`reset`): a SAXParser is a Transform stream piped into another,
+ * and making those for each of a million small documents was most of what a cold export's rewrite
+ * worker collected (bench/optimisations.md).
+ */
 export class SyncSaxParser extends SAXParser {
-  constructor(onStartTag: (tag: StartTag, foreign: boolean) => void) {
+  #onStartTag: StartTagHandler;
+
+  constructor(onStartTag: StartTagHandler) {
     super({ sourceCodeLocationInfo: true });
+    this.#onStartTag = onStartTag;
+    this.on('startTag', (tag: StartTag) =>
+      this.#onStartTag(tag, (this.tokenizer as unknown as StateView).inForeignNode),
+    );
+    this.#patch();
+  }
+
+  #patch(): void {
     const tz = this.tokenizer as unknown as StateView;
-    this.on('startTag', (tag: StartTag) => onStartTag(tag, tz.inForeignNode));
     skipTextInDataState(tz);
     takePlainTags(tz);
+  }
+
+  /**
+   * Starts a new document, its start tags going to `onStartTag`: a new tokenizer and the parser
+   * feedback simulator that switches its modes, as SAXParser's constructor makes them.
+   */
+  reset(onStartTag: StartTagHandler): void {
+    const state = this as unknown as ParserState;
+    const Simulator = state.parserFeedbackSimulator.constructor as new (
+      options: unknown,
+      handler: unknown,
+    ) => ParserState['parserFeedbackSimulator'];
+    state.parserFeedbackSimulator = new Simulator(this.options, this);
+    state.tokenizer = state.parserFeedbackSimulator.tokenizer;
+    state.pendingText = null;
+    state.lastChunkWritten = false;
+    state.stopped = false;
+    this.#onStartTag = onStartTag;
+    this.#patch();
+  }
+
+  /** Lets go of the last document: its text and its handler, so a parser kept for reuse holds neither. */
+  release(): void {
+    (this.tokenizer as unknown as StateView).preprocessor.html = '';
+    this.#onStartTag = ignoreStartTag;
   }
 
   // Character tokens are most of SAXParser's cost, and text never matters here.

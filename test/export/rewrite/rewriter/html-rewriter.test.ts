@@ -94,6 +94,38 @@ t.test('one document per rewriter', async (t) => {
   t.throws(() => rw.editsOf('<img src=b.png>'), /one document per instance/);
 });
 
+t.test('a document written after its end throws: its parser has gone to the next one', async (t) => {
+  const rw = new HtmlMediaRewriter(P, () => {});
+  rw.write('<img src="a.png">', true);
+  t.throws(() => rw.write('<img src="b.png">', true), /the document has ended/);
+});
+
+// Rewriters reuse parsers (html-tokenizer.ts SyncSaxParser.reset): a document that ends inside
+// foreign content, raw text, a comment or a tag must leave the next document as a fresh parser finds it.
+t.test('the next document is rewritten as by a parser of its own, whatever the last one left open', async (t) => {
+  const next = '<p><img src="a.png"><svg><image href="b.png"/></svg><img src="c.png"></p>';
+  const fresh = new HtmlMediaRewriter(P).rewrite(next);
+  t.equal(fresh, '<p><img src="/media/a.png"><svg><image href="b.png"/></svg><img src="/media/c.png"></p>');
+  const unclosed = [
+    '<svg><g>',
+    '<math><mi>',
+    '<script>',
+    '<style>',
+    '<textarea>',
+    '<title>',
+    '<noscript>',
+    '<plaintext>',
+    '<!-- ',
+    '<img src="x.png" alt="',
+    '<![CDATA[',
+    '<svg><foreignObject><div>',
+  ];
+  for (const left of unclosed) {
+    new HtmlMediaRewriter(P).editsOf(left + '<img src="x.png">');
+    t.equal(new HtmlMediaRewriter(P).rewrite(next), fresh, `after ${JSON.stringify(left)}`);
+  }
+});
+
 t.test('mayNeedRewrite', async (t) => {
   for (const s of [
     '<img',
@@ -261,6 +293,36 @@ t.test('property: a document fed in pieces of any sizes is rewritten as when fed
       (html, seed) => tokenizedInPieces(html, seed) === tokenized(html),
     ),
     { numRuns: 1500 },
+  );
+  t.pass();
+});
+
+t.test('property: documents fed in pieces, interleaved, are rewritten as each alone', async (t) => {
+  fc.assert(
+    fc.property(
+      fc.array(anyHtml, { minLength: 2, maxLength: 5 }),
+      fc.integer({ min: 0, max: 2 ** 30 }),
+      (docs, seed) => {
+        const alone = docs.map((d) => new HtmlMediaRewriter(P).editsOf(d));
+        const got = docs.map(() => [] as Edit[]);
+        const rewriters = docs.map((_, i) => new HtmlMediaRewriter(P, (e) => got[i]!.push(e)));
+        const at = docs.map(() => 0);
+        let rnd = seed | 1;
+        // xorshift32: which document takes the next piece, and the piece's length.
+        const step = () => ((rnd ^= rnd << 13), (rnd ^= rnd >>> 17), (rnd ^= rnd << 5), rnd >>> 0);
+        for (let open = docs.length; open > 0;) {
+          const i = step() % docs.length;
+          const d = docs[i]!;
+          if (at[i]! > d.length) continue;
+          const end = Math.min(d.length, at[i]! + 1 + (step() % 7));
+          rewriters[i]!.write(d.slice(at[i], end), end === d.length);
+          at[i] = end === d.length ? d.length + 1 : end;
+          if (end === d.length) open--;
+        }
+        return JSON.stringify(got) === JSON.stringify(alone);
+      },
+    ),
+    { numRuns: 500 },
   );
   t.pass();
 });

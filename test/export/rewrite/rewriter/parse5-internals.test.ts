@@ -110,3 +110,36 @@ t.test(
     t.equal(html.slice(last.src![0], last.src![1]), 'src=b.png', 'offsets stay exact after text the fast path skipped');
   },
 );
+
+t.test('a parser for the next document: SAXParser keeps its tokenizer in a parser feedback simulator', async (t) => {
+  const plain = new SAXParser({ sourceCodeLocationInfo: true });
+  const fields = plain as unknown as {
+    parserFeedbackSimulator?: { tokenizer?: unknown; constructor: new (options: unknown, handler: unknown) => unknown };
+    tokenizer?: unknown;
+    options?: unknown;
+    pendingText?: unknown;
+    stopped?: unknown;
+    lastChunkWritten?: unknown;
+  };
+  t.equal(fields.tokenizer, fields.parserFeedbackSimulator?.tokenizer, 'SAXParser.tokenizer is its simulator’s');
+  t.type(fields.options, 'object', 'SAXParser.options');
+  t.equal(fields.pendingText, null, 'SAXParser.pendingText');
+  t.equal(fields.stopped, false, 'SAXParser.stopped');
+  t.equal(fields.lastChunkWritten, false, 'SAXParser.lastChunkWritten');
+  const made = new fields.parserFeedbackSimulator!.constructor(fields.options, plain) as { tokenizer?: unknown };
+  t.type(made.tokenizer, 'object', 'new ParserFeedbackSimulator(options, handler) makes its own tokenizer');
+  t.not(made.tokenizer, fields.tokenizer, 'a tokenizer of its own');
+
+  const names: string[] = [];
+  const sax = new SyncSaxParser((tag) => names.push(`a:${tag.tagName}`));
+  sax.tokenize('<svg><image href="x">', true);
+  sax.release();
+  t.equal(
+    (sax as unknown as { tokenizer: TokenizerInternals }).tokenizer.preprocessor?.html,
+    '',
+    'a released parser keeps none of its text',
+  );
+  sax.reset((tag, foreign) => names.push(`b:${tag.tagName}:${foreign}`));
+  sax.tokenize('<img src="y">', true);
+  t.same(names, ['a:svg', 'a:image', 'b:img:false'], 'after reset, tags go to the new handler, outside the last <svg>');
+});
