@@ -82,8 +82,9 @@ function startsAt(text: Buffer, needle: Buffer, at: number): boolean {
   );
 }
 
+/** A growing byte string, its memory kept for the next use: most plans are a few bytes, and a buffer each was garbage. */
 class Bytes {
-  #buf = new Uint8Array(64);
+  #buf = Buffer.allocUnsafeSlow(64);
   length = 0;
 
   push(b: number): void {
@@ -97,6 +98,13 @@ class Bytes {
     this.length += bytes.length;
   }
 
+  /** Appends what `other` holds, without a view of it. */
+  pushBytes(other: Bytes): void {
+    if (this.length + other.length > this.#buf.length) this.#grow(other.length);
+    other.#buf.copy(this.#buf, this.length, 0, other.length);
+    this.length += other.length;
+  }
+
   varint(n: number): void {
     while (n >= 0x80) {
       this.push((n % 0x80) | 0x80);
@@ -105,25 +113,31 @@ class Bytes {
     this.push(n);
   }
 
-  view(): Uint8Array {
-    return this.#buf.subarray(0, this.length);
-  }
-
+  /** A copy of the bytes, from Node's shared pool when small. */
   take(): Buffer {
-    return Buffer.from(this.view());
+    const out = Buffer.allocUnsafe(this.length);
+    this.#buf.copy(out, 0, 0, this.length);
+    return out;
   }
 
   #grow(need: number): void {
-    const next = new Uint8Array(Math.max(this.#buf.length * 2, this.length + need));
-    next.set(this.#buf.subarray(0, this.length));
+    const next = Buffer.allocUnsafeSlow(Math.max(this.#buf.length * 2, this.length + need));
+    this.#buf.copy(next, 0, 0, this.length);
     this.#buf = next;
   }
 }
 
+/** One edit's pieces, filled and read within `edit`: one for every builder of the thread. */
+const PIECES = new Bytes();
+/** The plans' bytes of builders that finished, for the next ones: builders may be open at once (D8.8). */
+const idleOuts: Bytes[] = [];
+const IDLE_OUTS = 4;
+/** A buffer this large is not kept for the next plan: a large document's plan must not stay in memory. */
+const KEPT_OUT_BYTES = 64 * 1024;
+
 /** Builds a plan edit by edit as the rewriter finds them: memory grows with the plan's bytes only (D8.8). */
 export class PlanBuilder {
-  readonly #out = new Bytes();
-  readonly #pieces = new Bytes();
+  #out: Bytes | null = idleOuts.pop() ?? new Bytes();
   #prevEnd = 0;
 
   constructor(
@@ -134,7 +148,9 @@ export class PlanBuilder {
   /** Replaces `json[start, end)` (bytes, after the previous edit) by `text`, as it stands in JSON text. */
   edit(start: number, end: number, text: Buffer): void {
     const { json, prefixJson } = this;
-    const pieces = this.#pieces;
+    const out = this.#out;
+    if (out === null) throw new Error('PlanBuilder: the plan was finished');
+    const pieces = PIECES;
     pieces.length = 0;
     let count = 0;
     let p = 0;
@@ -158,15 +174,24 @@ export class PlanBuilder {
       }
       p = q;
     }
-    this.#out.varint(start - this.#prevEnd);
-    this.#out.varint(end - start);
-    this.#out.varint(count);
-    this.#out.pushAll(pieces.view());
+    out.varint(start - this.#prevEnd);
+    out.varint(end - start);
+    out.varint(count);
+    out.pushBytes(pieces);
     this.#prevEnd = end;
   }
 
+  /** The plan; the builder takes no more edits. */
   finish(): Buffer {
-    return this.#out.length === 0 ? EMPTY_PLAN : this.#out.take();
+    const out = this.#out;
+    if (out === null) throw new Error('PlanBuilder: the plan was finished');
+    this.#out = null;
+    const plan = out.length === 0 ? EMPTY_PLAN : out.take();
+    if (out.length <= KEPT_OUT_BYTES && idleOuts.length < IDLE_OUTS) {
+      out.length = 0;
+      idleOuts.push(out);
+    }
+    return plan;
   }
 }
 

@@ -10,12 +10,13 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import t from 'tap';
-import { planContentHtml } from '../../../../src/export/rewrite/plans/html-plan.js';
+import { planContentHtml, planContentHtmlSliced } from '../../../../src/export/rewrite/plans/html-plan.js';
 import { rewriteHtml } from '../../../../src/export/rewrite/rewriter/html-rewriter.js';
 import { planPieces, PlanSplice, splicedLength } from '../../../../src/export/rewrite/plans/plan-splice.js';
 import {
   EMPTY_PLAN,
   jsonPrefixBytes,
+  PlanBuilder,
   planFromEdits,
   planKey,
   PLAN_KEY_BYTES,
@@ -40,6 +41,35 @@ t.test('a plan applied equals the rewriter of record, for any HTML and prefix', 
     { numRuns: 2000 },
   );
   t.pass('held for 2,000 documents');
+});
+
+// Builders share their buffers (rewrite-plan.ts PIECES, idleOuts): documents planned in slices,
+// each open across the others' pauses, must each get the plan it gets alone.
+t.test('documents planned in slices at once each get the plan they get alone', async (t) => {
+  await fc.assert(
+    fc.asyncProperty(fc.array(arbitraryHtml, { minLength: 2, maxLength: 6 }), prefixes, async (docs, p) => {
+      const texts = docs.map(json);
+      const alone = texts.map((j) => planContentHtml(j, p));
+      const yieldEach = () => new Promise<void>((resolve) => setImmediate(resolve));
+      const together = await Promise.all(texts.map((j) => planContentHtmlSliced(j, p, yieldEach, 8)));
+      return together.every((plan, i) => plan.equals(alone[i]!));
+    }),
+    { numRuns: 300 },
+  );
+  t.pass('held for 300 sets of documents');
+});
+
+t.test('a finished plan builder takes no more edits', async (t) => {
+  const j = json('<img src="a.png">');
+  const builder = new PlanBuilder(j, jsonPrefixBytes('/media/'));
+  builder.edit(10, 15, Buffer.from('/media/a.png'));
+  const plan = builder.finish();
+  t.ok(plan.length > 0, 'a plan of one edit');
+  t.throws(() => builder.edit(10, 15, Buffer.from('/media/b.png')), /the plan was finished/);
+  t.throws(() => builder.finish(), /the plan was finished/);
+  const again = new PlanBuilder(j, jsonPrefixBytes('/media/'));
+  again.edit(10, 15, Buffer.from('/media/a.png'));
+  t.ok(again.finish().equals(plan), 'the next builder, on the kept buffer, writes the same plan');
 });
 
 t.test('pieces: the prefix and a copy of the kept text, not the URL again', async (t) => {
