@@ -87,6 +87,11 @@ class Bytes {
   #buf = Buffer.allocUnsafeSlow(64);
   length = 0;
 
+  /** Bytes of memory it holds, whatever its length. */
+  get capacity(): number {
+    return this.#buf.length;
+  }
+
   push(b: number): void {
     if (this.length === this.#buf.length) this.#grow(1);
     this.#buf[this.length++] = b;
@@ -128,11 +133,11 @@ class Bytes {
 }
 
 /** One edit's pieces, filled and read within `edit`: one for every builder of the thread. */
-const PIECES = new Bytes();
+let pieces = new Bytes();
 /** The plans' bytes of builders that finished, for the next ones: builders may be open at once (D8.8). */
 const idleOuts: Bytes[] = [];
 const IDLE_OUTS = 4;
-/** A buffer this large is not kept for the next plan: a large document's plan must not stay in memory. */
+/** A buffer this large is not kept for the next plan or edit: a large document's must not stay in memory. */
 const KEPT_OUT_BYTES = 64 * 1024;
 
 /** Builds a plan edit by edit as the rewriter finds them: memory grows with the plan's bytes only (D8.8). */
@@ -150,7 +155,6 @@ export class PlanBuilder {
     const { json, prefixJson } = this;
     const out = this.#out;
     if (out === null) throw new Error('PlanBuilder: the plan was finished');
-    const pieces = PIECES;
     pieces.length = 0;
     let count = 0;
     let p = 0;
@@ -178,6 +182,7 @@ export class PlanBuilder {
     out.varint(end - start);
     out.varint(count);
     out.pushBytes(pieces);
+    if (pieces.capacity > KEPT_OUT_BYTES) pieces = new Bytes();
     this.#prevEnd = end;
   }
 
@@ -187,7 +192,7 @@ export class PlanBuilder {
     if (out === null) throw new Error('PlanBuilder: the plan was finished');
     this.#out = null;
     const plan = out.length === 0 ? EMPTY_PLAN : out.take();
-    if (out.length <= KEPT_OUT_BYTES && idleOuts.length < IDLE_OUTS) {
+    if (out.capacity <= KEPT_OUT_BYTES && idleOuts.length < IDLE_OUTS) {
       out.length = 0;
       idleOuts.push(out);
     }

@@ -43,7 +43,7 @@ t.test('a plan applied equals the rewriter of record, for any HTML and prefix', 
   t.pass('held for 2,000 documents');
 });
 
-// Builders share their buffers (rewrite-plan.ts PIECES, idleOuts): documents planned in slices,
+// Builders share their buffers (rewrite-plan.ts `pieces`, `idleOuts`): documents planned in slices,
 // each open across the others' pauses, must each get the plan it gets alone.
 t.test('documents planned in slices at once each get the plan they get alone', async (t) => {
   await fc.assert(
