@@ -8,7 +8,9 @@
  * and `changed` (HTML, warm but for 1 % of the documents edited before each export, a different 1 %
  * each time, as a knowledge base in use is). DATABASE_URL names the server; the data is kept in
  * kb_export_bench as for `npm run bench`. `changed` edits that kept data for good: drop
- * kb_export_bench for pristine documents again.
+ * kb_export_bench for pristine documents again. `--sql-a` and `--sql-b` run statements before each
+ * export of that side (before its plans are dropped or its documents edited), so that two states of
+ * the schema can be compared on one build: `--old` the same checkout, each side its own state.
  */
 import { readdir, readFile, readlink } from 'node:fs/promises';
 import path from 'node:path';
@@ -154,8 +156,11 @@ async function main(): Promise<void> {
     .option('--book <name>', 'medium, million, or a number of generated documents', 'medium')
     .option('--mode <mode>', 'plain, warm, cold or changed', 'plain')
     .option('--runs <n>', 'runs of each build', '3')
+    .option('--sql-a <statements>', 'SQL run before each export of A (e.g. a constraint added)')
+    .option('--sql-b <statements>', 'SQL run before each export of B')
     .parse();
-  const o = program.opts<{ old: string; book: string; mode: Mode; runs: string }>();
+  const o = program.opts<{ old: string; book: string; mode: Mode; runs: string; sqlA?: string; sqlB?: string }>();
+  const before = { A: o.sqlA, B: o.sqlB };
   const db = await openBenchDatabase();
   const log = (l: string) => process.stderr.write(`[ab] ${l}\n`);
   try {
@@ -186,6 +191,8 @@ async function main(): Promise<void> {
       for (let i = 0; i < Number(o.runs); i++) {
         copies.push((await copyOnce(db.url, book.id, html)).totalMs);
         for (const side of i % 2 === 0 ? (['A', 'B'] as const) : (['B', 'A'] as const)) {
+          const statements = before[side];
+          if (statements !== undefined) await db.sql.unsafe(statements);
           if (o.mode === 'cold') await dropPlans(db.sql, book.id);
           if (o.mode === 'changed') await changeOnePercent(db.sql, book.id, edits++);
           const s = await measure(servers[side], book, html, db.sql);

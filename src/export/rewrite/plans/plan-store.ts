@@ -53,7 +53,8 @@ interface PlanWriterCounts {
   failed: number;
 }
 
-// Skips deleted documents, replaces only a differing plan, locks rows in id order; JSON needs no array types.
+// Skips deleted documents (no foreign key checks it: sql/0012), replaces only a differing plan, locks rows in id
+// order; JSON needs no array types.
 const INSERT = `
   INSERT INTO rewrite_plans (document_id, plan_key, plan)
   SELECT p.d, decode(p.k, 'base64'), decode(p.p, 'base64')
