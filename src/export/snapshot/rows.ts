@@ -37,10 +37,21 @@ export function rowBytes(row: DocumentRow): number {
 
 const ID_AT = '{"id":'.length;
 
-/** The document's id, read from the head's JSON (`{"id":"…"`): what a plan is written under. */
+/**
+ * The document's id, read from the head's JSON (`{"id":"…"`): what a plan is written under. Without
+ * a backslash the JSON string's bytes are the id's UTF-8; JSON.parse only for an escaped one.
+ */
 export function documentIdOf(row: DocumentRow): string {
   const head = row[DOC.head];
   let end = ID_AT + 1;
-  while (end < head.length && head[end] !== 0x22) end += head[end] === 0x5c ? 2 : 1;
-  return JSON.parse(head.toString('utf8', ID_AT, end + 1)) as string;
+  let escaped = false;
+  while (end < head.length && head[end] !== 0x22) {
+    if (head[end] === 0x5c) {
+      escaped = true;
+      end += 2;
+    } else end++;
+  }
+  return escaped
+    ? (JSON.parse(head.toString('utf8', ID_AT, end + 1)) as string)
+    : head.toString('utf8', ID_AT + 1, end);
 }
