@@ -17,6 +17,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { loadConfig } from '../src/config.js';
+import { SIZES } from '../src/generate/sizes.js';
 import { warmPlans } from '../src/cli/warm-command.js';
 import { BENCH_KEY, ensureDataset, openBenchDatabase } from './lib/datasets.js';
 import { agent, copyOnce, exportOnce, median } from './lib/http-client.js';
@@ -153,7 +154,11 @@ function summary(label: string, xs: Sample[], copyMs: number): string {
 async function main(): Promise<void> {
   const program = new Command()
     .requiredOption('--old <checkout>', 'the other checkout (built), the "A" of the comparison')
-    .option('--book <name>', 'medium, million, or a number of generated documents', 'medium')
+    .option(
+      '--book <name>',
+      'medium, large (as npm run bench has them), million, or a number of generated documents',
+      'medium',
+    )
     .option('--mode <mode>', 'plain, warm, cold or changed', 'plain')
     .option('--runs <n>', 'runs of each build', '3')
     .option('--sql-a <statements>', 'SQL run before each export of A (e.g. a constraint added)')
@@ -169,8 +174,9 @@ async function main(): Promise<void> {
       await ensureMillion(db.sql, log);
       book = { id: MILLION_BOOK, slug: MILLION_SLUG };
     } else {
-      const n = o.book === 'medium' ? 20_000 : Number(o.book);
-      const d = await ensureDataset(db.sql, o.book === 'medium' ? 'medium' : `ab-${n}`, n, log);
+      const named = o.book === 'medium' || o.book === 'large';
+      const n = named ? SIZES[o.book as 'medium' | 'large'] : Number(o.book);
+      const d = await ensureDataset(db.sql, named ? o.book : `ab-${n}`, n, log);
       book = { id: d.bookId, slug: d.slug };
     }
     const html = o.mode !== 'plain';
