@@ -1,6 +1,5 @@
-#!/usr/bin/env -S MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072 node --max-semi-space-size=2 --heap-growing-percent=100 --expose-gc --optimize-for-size
+#!/usr/bin/env -S MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072 node --max-semi-space-size=2 --heap-growing-percent=100 --expose-gc
 /** `kb-export`, the CLI entry point; its shebang is the one place for the runtime flags (bench/optimisations.md). */
-import v8 from 'node:v8';
 import { ConfigError } from '../errors.js';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadConfig, type Config } from '../config.js';
@@ -57,12 +56,6 @@ Environment:
   MEDIA_PROXY_PREFIX    prefix for relative media URLs (/media/)
   RATE_LIMIT_MAX, RATE_LIMIT_WINDOW_MS, REDIS_URL, TRUST_PROXY, LOG_LEVEL, …`,
   );
-
-// The shebang's --optimize-for-size keeps the server's heap small; the commands that serve no one
-// (import-html, load, restore, backup, warm…) run 30-40 % faster without it (bench/optimisations.md).
-program.hook('preAction', (_program, command) => {
-  if (command.name() !== 'serve') v8.setFlagsFromString('--no-optimize-for-size');
-});
 
 program
   .command('serve')

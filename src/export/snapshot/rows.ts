@@ -26,8 +26,7 @@ export type DocumentRow = [
 ];
 
 /**
- * Bytes of a row's values, as fetched. An indexed loop: under --optimize-for-size a for-of made an
- * iterator and a result per value.
+ * Bytes of a row's values, as fetched, by an indexed loop: a for-of's iterator results were garbage per value.
  */
 export function rowBytes(row: DocumentRow): number {
   let n = 0;
